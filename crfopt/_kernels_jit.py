@@ -1,0 +1,954 @@
+"""Numba oracle kernels (ALGORITHMS.md §1, §5): the hot loop of every optimizer.
+
+Forward–backward is *scaled* (linear space, one normalizer per position, the transition
+factor exp(W_T) computed once per sequence and pulled out of the summed pairwise
+marginals), which costs K² multiply-adds and no transcendental function per token.
+Log-marginals are formed as sums of logs of the scaled messages, so they keep full
+relative precision where the linear marginals would underflow. When a score table spans
+more than ``LOG_SPAN_LIMIT`` nats the scaled messages could underflow; that sequence then
+runs the max-shifted log-space recursion instead (§5.1), so scores of ±1e4 stay finite.
+
+Every function here has a twin with the same signature in :mod:`crfopt._kernels_numpy`;
+tests hold the two to 1e-10. Counted entry points increment ``counters`` and the split's
+audit cell; the ``batch_*`` evaluation kernels are uncounted and only bump the audit cell.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+from .counters import FORWARD_CALLS, ORACLE_CALLS
+
+# Beyond this span (max - min) of a unary row or of the transition table, scaled messages
+# may fall below the smallest double (e^-745) after a few products; use log space.
+LOG_SPAN_LIMIT = 300.0
+
+_NJIT = {"cache": True, "nogil": True}
+# Contraction and reassociation let LLVM fuse and vectorize the label loops; the flags
+# that assume no NaN/inf are left out so divergence still shows up as NaN.
+_FAST = {"cache": True, "nogil": True, "fastmath": {"contract", "reassoc", "nsz", "arcp"}}
+
+
+# --------------------------------------------------------------------------------------
+# scores
+# --------------------------------------------------------------------------------------
+
+
+@numba.njit(**_NJIT)
+def support_bounds(data, i):
+    """Range of sequence ``i``'s distinct attributes in ``data.support``."""
+    if data.dense:
+        return 0, data.n_attributes
+    return data.support_ptr[i], data.support_ptr[i + 1]
+
+
+@numba.njit(**_NJIT)
+def emission_matrix(data, w):
+    """The emission+bias block of ``w`` as an (n_attributes × K) view."""
+    K = data.n_labels
+    return w[: data.n_attributes * K].reshape((data.n_attributes, K))
+
+
+@numba.njit(**_NJIT)
+def transition_matrix(data, w):
+    """The transition block of ``w`` as a K × K view (row: label at t, column: at t+1)."""
+    K = data.n_labels
+    A = data.n_attributes
+    return w[A * K : A * K + K * K].reshape((K, K))
+
+
+@numba.njit(**_NJIT)
+def unary_scores(data, i, w, out):
+    """θ_{i,t}(k) = ⟨W_E[k], φ_{i,t}⟩ + bias terms into ``out[:T]``; returns T (§1.1).
+
+    Not an oracle call: the scores are a linear map of ``w``.
+    """
+    K = data.n_labels
+    s = data.offsets[i]
+    e = data.offsets[i + 1]
+    T = e - s
+    U = emission_matrix(data, w)
+    if data.dense:
+        np.dot(data.X[s:e], U, out[:T])
+    else:
+        for t in range(T):
+            for k in range(K):
+                out[t, k] = 0.0
+            for p in range(data.indptr[s + t], data.indptr[s + t + 1]):
+                a = data.indices[p]
+                v = data.values[p]
+                for k in range(K):
+                    out[t, k] += v * U[a, k]
+    return T
+
+
+@numba.njit(**_NJIT)
+def local_scores(data, i, E_loc, out):
+    """Unary scores of a direction given on sequence ``i``'s support (|S_i| × K)."""
+    K = data.n_labels
+    s = data.offsets[i]
+    e = data.offsets[i + 1]
+    T = e - s
+    if data.dense:
+        np.dot(data.X[s:e], E_loc, out[:T])
+    else:
+        for t in range(T):
+            for k in range(K):
+                out[t, k] = 0.0
+            for p in range(data.indptr[s + t], data.indptr[s + t + 1]):
+                j = data.local[p]
+                v = data.values[p]
+                for k in range(K):
+                    out[t, k] += v * E_loc[j, k]
+    return T
+
+
+@numba.njit(**_NJIT)
+def truth_score(data, i, unary, trans):
+    """s_w(x_i, y_i) = Σ_t θ_t(y_t) + Σ_t W_T[y_t, y_{t+1}]."""
+    s = data.offsets[i]
+    T = data.offsets[i + 1] - s
+    total = 0.0
+    for t in range(T):
+        total += unary[t, data.y[s + t]]
+    for t in range(T - 1):
+        total += trans[data.y[s + t], data.y[s + t + 1]]
+    return total
+
+
+# --------------------------------------------------------------------------------------
+# forward-backward on one chain
+# --------------------------------------------------------------------------------------
+
+
+@numba.njit(**_NJIT)
+def _span(unary, T, K):
+    span = 0.0
+    for t in range(T):
+        mx = unary[t, 0]
+        mn = mx
+        for k in range(1, K):
+            v = unary[t, k]
+            if v > mx:
+                mx = v
+            if v < mn:
+                mn = v
+        if mx - mn > span:
+            span = mx - mn
+    return span
+
+
+@numba.njit(**_NJIT)
+def _trans_span(trans, K):
+    mx = trans[0, 0]
+    mn = mx
+    for k in range(K):
+        for l in range(K):
+            v = trans[k, l]
+            if v > mx:
+                mx = v
+            if v < mn:
+                mn = v
+    return mx, mx - mn
+
+
+@numba.njit(**_FAST)
+def _exp_transitions(trans, K, E, ET):
+    """E = exp(W - max W) and its transpose; returns max W."""
+    mT, _ = _trans_span(trans, K)
+    for k in range(K):
+        for l in range(K):
+            v = math.exp(trans[k, l] - mT)
+            E[k, l] = v
+            ET[l, k] = v
+    return mT
+
+
+@numba.njit(**_FAST)
+def _scaled_forward(unary, E, mT, T, K, u, m, alpha, c):
+    """Scaled forward pass: u = exp(θ - m_t), normalized α̂ (rows sum to 1), normalizers c.
+
+    Returns log Z = Σ_t (log c_t + m_t) + (T-1)·max W.
+    """
+    for t in range(T):
+        mx = unary[t, 0]
+        for k in range(1, K):
+            if unary[t, k] > mx:
+                mx = unary[t, k]
+        m[t] = mx
+        for k in range(K):
+            u[t, k] = math.exp(unary[t, k] - mx)
+    total = 0.0
+    for k in range(K):
+        alpha[0, k] = u[0, k]
+        total += u[0, k]
+    c[0] = total
+    inv = 1.0 / total
+    for k in range(K):
+        alpha[0, k] *= inv
+    logZ = math.log(total) + m[0]
+    for t in range(1, T):
+        row = alpha[t]
+        prev = alpha[t - 1]
+        for l in range(K):
+            row[l] = 0.0
+        # axpy form (contiguous in l) so the inner loop vectorizes
+        for k in range(K):
+            a = prev[k]
+            Ek = E[k]
+            for l in range(K):
+                row[l] += a * Ek[l]
+        total = 0.0
+        for l in range(K):
+            row[l] *= u[t, l]
+            total += row[l]
+        c[t] = total
+        inv = 1.0 / total
+        for l in range(K):
+            row[l] *= inv
+        logZ += math.log(total) + m[t] + mT
+    return logZ
+
+
+@numba.njit(**_FAST)
+def _scaled_backward(T, K, u, ET, c, beta, V):
+    """Scaled backward pass with the forward normalizers, so μ_t = α̂_t β̂_t.
+
+    Also leaves V[t] = u_t β̂_t / c_t (t ≥ 1): the pairwise marginal of (t-1, t) is
+    α̂_{t-1}(k) E(k, l) V[t](l).
+    """
+    for k in range(K):
+        beta[T - 1, k] = 1.0
+    for t in range(T - 2, -1, -1):
+        inv = 1.0 / c[t + 1]
+        vrow = V[t + 1]
+        for l in range(K):
+            vrow[l] = u[t + 1, l] * beta[t + 1, l] * inv
+        row = beta[t]
+        for k in range(K):
+            row[k] = 0.0
+        for l in range(K):
+            vl = vrow[l]
+            ETl = ET[l]
+            for k in range(K):
+                row[k] += vl * ETl[k]
+
+
+@numba.njit(**_NJIT)
+def _lse_row(x, K):
+    mx = x[0]
+    for k in range(1, K):
+        if x[k] > mx:
+            mx = x[k]
+    if mx == -np.inf:
+        return mx
+    s = 0.0
+    for k in range(K):
+        s += math.exp(x[k] - mx)
+    return mx + math.log(s)
+
+
+@numba.njit(**_NJIT)
+def _log_forward(unary, edges, shared, T, K, la, logc):
+    """Normalized log-space forward messages: lse_k la[t, k] = 0, log Z = Σ_t logc[t].
+
+    Normalizing at every position keeps the messages at the size of one position's
+    scores, instead of growing with t, so long chains of huge scores lose no precision.
+    ``edges`` is (1, K, K) if shared else (T-1, K, K).
+    """
+    tmp = np.empty(K)
+    z = _lse_row(unary[0], K)
+    logc[0] = z
+    for k in range(K):
+        la[0, k] = unary[0, k] - z
+    total = z
+    for t in range(1, T):
+        Et = edges[0] if shared else edges[t - 1]
+        for l in range(K):
+            for k in range(K):
+                tmp[k] = la[t - 1, k] + Et[k, l]
+            la[t, l] = unary[t, l] + _lse_row(tmp, K)
+        z = _lse_row(la[t], K)
+        logc[t] = z
+        for l in range(K):
+            la[t, l] -= z
+        total += z
+    return total
+
+
+@numba.njit(**_NJIT)
+def _log_backward(unary, edges, shared, T, K, logc, lb):
+    """Backward messages normalized by the forward normalizers: μ_t = exp(la_t + lb_t)."""
+    tmp = np.empty(K)
+    for k in range(K):
+        lb[T - 1, k] = 0.0
+    for t in range(T - 2, -1, -1):
+        Et = edges[0] if shared else edges[t]
+        for k in range(K):
+            for l in range(K):
+                tmp[l] = Et[k, l] + unary[t + 1, l] + lb[t + 1, l]
+            lb[t, k] = _lse_row(tmp, K) - logc[t + 1]
+
+
+@numba.njit(**_NJIT)
+def _clip0(x):
+    return x if x < 0.0 else 0.0
+
+
+@numba.njit(**_NJIT)
+def chain_log_marginals(unary, edges, shared, T, K, log_nodes, log_edges):
+    """log Z and log node / edge marginals of one chain (§5.1); outputs clipped to ≤ 0.
+
+    ``edges`` is (1, K, K) for shared transitions, or (T-1, K, K) position-dependent.
+    """
+    if shared:
+        mT, tspan = _trans_span(edges[0], K)
+        if tspan <= LOG_SPAN_LIMIT and _span(unary, T, K) <= LOG_SPAN_LIMIT:
+            trans = edges[0]
+            u = np.empty((T, K))
+            m = np.empty(T)
+            E = np.empty((K, K))
+            ET = np.empty((K, K))
+            alpha = np.empty((T, K))
+            beta = np.empty((T, K))
+            V = np.empty((T, K))
+            c = np.empty(T)
+            _exp_transitions(trans, K, E, ET)
+            logZ = _scaled_forward(unary, E, mT, T, K, u, m, alpha, c)
+            _scaled_backward(T, K, u, ET, c, beta, V)
+            for t in range(T):
+                for k in range(K):
+                    alpha[t, k] = math.log(alpha[t, k])
+                    beta[t, k] = math.log(beta[t, k])
+                    log_nodes[t, k] = _clip0(alpha[t, k] + beta[t, k])
+            lv = np.empty(K)
+            for t in range(T - 1):
+                shift = math.log(c[t + 1]) + m[t + 1] + mT
+                for l in range(K):
+                    lv[l] = unary[t + 1, l] + beta[t + 1, l] - shift
+                for k in range(K):
+                    la = alpha[t, k]
+                    for l in range(K):
+                        log_edges[t, k, l] = _clip0(la + trans[k, l] + lv[l])
+            return logZ
+    la = np.empty((T, K))
+    lb = np.empty((T, K))
+    logc = np.empty(T)
+    logZ = _log_forward(unary, edges, shared, T, K, la, logc)
+    _log_backward(unary, edges, shared, T, K, logc, lb)
+    for t in range(T):
+        for k in range(K):
+            log_nodes[t, k] = _clip0(la[t, k] + lb[t, k])
+    for t in range(T - 1):
+        Et = edges[0] if shared else edges[t]
+        for k in range(K):
+            for l in range(K):
+                log_edges[t, k, l] = _clip0(
+                    la[t, k] + Et[k, l] + unary[t + 1, l] + lb[t + 1, l] - logc[t + 1]
+                )
+    return logZ
+
+
+@numba.njit(**_FAST)
+def _accumulate_outer(alpha, V, T, K, S):
+    """S += Σ_{t<T-1} α̂_t ⊗ V_{t+1} (the transition factor E is applied afterwards)."""
+    for t in range(T - 1):
+        vrow = V[t + 1]
+        for k in range(K):
+            a = alpha[t, k]
+            Sk = S[k]
+            for l in range(K):
+                Sk[l] += a * vrow[l]
+
+
+@numba.njit(**_NJIT)
+def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum):
+    """log Z, linear node marginals (T × K) and Σ_t pairwise marginals (K × K, added to).
+
+    The gradient form of the oracle: what SAG, SG and the full-batch gradient need.
+    """
+    mT, tspan = _trans_span(trans, K)
+    if tspan <= LOG_SPAN_LIMIT and _span(unary, T, K) <= LOG_SPAN_LIMIT:
+        u = np.empty((T, K))
+        m = np.empty(T)
+        E = np.empty((K, K))
+        ET = np.empty((K, K))
+        beta = np.empty((T, K))
+        V = np.empty((T, K))
+        c = np.empty(T)
+        S = np.zeros((K, K))
+        _exp_transitions(trans, K, E, ET)
+        logZ = _scaled_forward(unary, E, mT, T, K, u, m, nodes, c)
+        _scaled_backward(T, K, u, ET, c, beta, V)
+        _accumulate_outer(nodes, V, T, K, S)
+        for t in range(T):
+            for k in range(K):
+                nodes[t, k] *= beta[t, k]
+        for k in range(K):
+            for l in range(K):
+                edge_sum[k, l] += E[k, l] * S[k, l]
+        return logZ
+    edges = trans.reshape((1, K, K))
+    la = np.empty((T, K))
+    lb = np.empty((T, K))
+    logc = np.empty(T)
+    logZ = _log_forward(unary, edges, True, T, K, la, logc)
+    _log_backward(unary, edges, True, T, K, logc, lb)
+    for t in range(T):
+        for k in range(K):
+            nodes[t, k] = math.exp(_clip0(la[t, k] + lb[t, k]))
+    for t in range(T - 1):
+        for k in range(K):
+            for l in range(K):
+                edge_sum[k, l] += math.exp(
+                    _clip0(la[t, k] + trans[k, l] + unary[t + 1, l] + lb[t + 1, l] - logc[t + 1])
+                )
+    return logZ
+
+
+@numba.njit(**_NJIT)
+def chain_log_partition(unary, edges, shared, T, K):
+    """log Z of one chain by the forward recursion only."""
+    if shared:
+        _, tspan = _trans_span(edges[0], K)
+        if tspan <= LOG_SPAN_LIMIT and _span(unary, T, K) <= LOG_SPAN_LIMIT:
+            u = np.empty((T, K))
+            m = np.empty(T)
+            E = np.empty((K, K))
+            ET = np.empty((K, K))
+            alpha = np.empty((T, K))
+            c = np.empty(T)
+            mT = _exp_transitions(edges[0], K, E, ET)
+            return _scaled_forward(unary, E, mT, T, K, u, m, alpha, c)
+    la = np.empty((T, K))
+    logc = np.empty(T)
+    return _log_forward(unary, edges, shared, T, K, la, logc)
+
+
+@numba.njit(**_NJIT)
+def chain_viterbi(unary, trans, T, K, out):
+    """Max-product decoding; ties go to the smallest label index (§1.6)."""
+    delta = np.empty((T, K))
+    back = np.zeros((T, K), dtype=np.int64)
+    for k in range(K):
+        delta[0, k] = unary[0, k]
+    for t in range(1, T):
+        for l in range(K):
+            best = delta[t - 1, 0] + trans[0, l]
+            arg = 0
+            for k in range(1, K):
+                v = delta[t - 1, k] + trans[k, l]
+                if v > best:
+                    best = v
+                    arg = k
+            delta[t, l] = best + unary[t, l]
+            back[t, l] = arg
+    best = delta[T - 1, 0]
+    arg = 0
+    for k in range(1, K):
+        if delta[T - 1, k] > best:
+            best = delta[T - 1, k]
+            arg = k
+    out[T - 1] = arg
+    for t in range(T - 1, 0, -1):
+        arg = back[t, arg]
+        out[t - 1] = arg
+    return best
+
+
+# --------------------------------------------------------------------------------------
+# counted oracles (ALGORITHMS.md §1.5, §2)
+# --------------------------------------------------------------------------------------
+
+
+@numba.njit(**_NJIT)
+def oracle(data, counters, i, w, log_nodes, log_edges):
+    """Counted oracle: (log Z_i, ℓ_i(w)); log-marginals of ν_i(w) into the outputs.
+
+    ``log_nodes`` needs ≥ T_i rows of K, ``log_edges`` ≥ T_i - 1 tables of K × K.
+    """
+    counters[ORACLE_CALLS] += 1
+    data.audit[0] += 1
+    K = data.n_labels
+    unary = np.empty((data.offsets[i + 1] - data.offsets[i], K))
+    T = unary_scores(data, i, w, unary)
+    trans = transition_matrix(data, w)
+    logZ = chain_log_marginals(unary, trans.reshape((1, K, K)), True, T, K, log_nodes, log_edges)
+    return logZ, logZ - truth_score(data, i, unary, trans)
+
+
+@numba.njit(**_NJIT)
+def oracle_sums(data, counters, i, w, nodes, edge_sum):
+    """Counted oracle in gradient form: (log Z_i, ℓ_i); linear node marginals into
+    ``nodes[:T]`` and Σ_t pairwise marginals into ``edge_sum`` (overwritten)."""
+    counters[ORACLE_CALLS] += 1
+    data.audit[0] += 1
+    K = data.n_labels
+    unary = np.empty((data.offsets[i + 1] - data.offsets[i], K))
+    T = unary_scores(data, i, w, unary)
+    trans = transition_matrix(data, w)
+    edge_sum[:, :] = 0.0
+    logZ = chain_marginal_sums(unary, trans, T, K, nodes, edge_sum)
+    return logZ, logZ - truth_score(data, i, unary, trans)
+
+
+@numba.njit(**_NJIT)
+def forward(data, counters, i, w):
+    """Counted forward-only call: (log Z_i, ℓ_i(w))."""
+    counters[FORWARD_CALLS] += 1
+    data.audit[0] += 1
+    K = data.n_labels
+    unary = np.empty((data.offsets[i + 1] - data.offsets[i], K))
+    T = unary_scores(data, i, w, unary)
+    trans = transition_matrix(data, w)
+    logZ = chain_log_partition(unary, trans.reshape((1, K, K)), True, T, K)
+    return logZ, logZ - truth_score(data, i, unary, trans)
+
+
+@numba.njit(**_NJIT)
+def oracle_scores(data, counters, i, unary, edges, log_nodes, log_edges):
+    """Counted oracle on arbitrary score tables: unary (T × K), edges (T-1 × K × K).
+
+    Returns log Z(θ); log-marginals into the outputs. Serves OEG and dual initialization.
+    """
+    counters[ORACLE_CALLS] += 1
+    data.audit[0] += 1
+    T = data.offsets[i + 1] - data.offsets[i]
+    K = data.n_labels
+    if T == 1:
+        return chain_log_marginals(unary, np.zeros((1, K, K)), True, T, K, log_nodes, log_edges)
+    return chain_log_marginals(unary, edges, False, T, K, log_nodes, log_edges)
+
+
+@numba.njit(**_NJIT)
+def forward_scores(data, counters, i, unary, trans):
+    """Counted forward-only call on score tables with shared transitions: log Z(θ)."""
+    counters[FORWARD_CALLS] += 1
+    data.audit[0] += 1
+    T = data.offsets[i + 1] - data.offsets[i]
+    K = data.n_labels
+    return chain_log_partition(unary, trans.reshape((1, K, K)), True, T, K)
+
+
+# --------------------------------------------------------------------------------------
+# features and directions on one sequence (uncounted: linear algebra, no inference)
+# --------------------------------------------------------------------------------------
+
+
+@numba.njit(**_NJIT)
+def expected_emission(data, i, node_weights, out_loc):
+    """out_loc[j, k] = Σ_t node_weights[t, k] · φ_{i,t}[S_i[j]] (emission+bias block of
+    E[F] on the sequence's support; with signed weights, of a difference of marginals)."""
+    K = data.n_labels
+    s = data.offsets[i]
+    e = data.offsets[i + 1]
+    T = e - s
+    if data.dense:
+        np.dot(data.X[s:e].T, node_weights[:T], out_loc)
+        return
+    lo, hi = support_bounds(data, i)
+    for j in range(hi - lo):
+        for k in range(K):
+            out_loc[j, k] = 0.0
+    for t in range(T):
+        for p in range(data.indptr[s + t], data.indptr[s + t + 1]):
+            j = data.local[p]
+            v = data.values[p]
+            for k in range(K):
+                out_loc[j, k] += v * node_weights[t, k]
+
+
+@numba.njit(**_NJIT)
+def truth_transitions(data, i, out):
+    """Transition counts of the ground truth of sequence ``i`` into ``out`` (K × K)."""
+    s = data.offsets[i]
+    T = data.offsets[i + 1] - s
+    out[:, :] = 0.0
+    for t in range(T - 1):
+        out[data.y[s + t], data.y[s + t + 1]] += 1.0
+
+
+@numba.njit(**_NJIT)
+def add_local(data, i, w, scale, E_loc, trans_dir):
+    """w += scale · (E_loc on S_i, trans_dir on the transition block)."""
+    K = data.n_labels
+    U = emission_matrix(data, w)
+    lo, hi = support_bounds(data, i)
+    for j in range(hi - lo):
+        a = data.support[lo + j]
+        for k in range(K):
+            U[a, k] += scale * E_loc[j, k]
+    W = transition_matrix(data, w)
+    for k in range(K):
+        for l in range(K):
+            W[k, l] += scale * trans_dir[k, l]
+
+
+@numba.njit(**_NJIT)
+def dot_local(data, i, w, E_loc, trans_dir):
+    """⟨w, d⟩ for a direction d given on S_i and the transition block."""
+    K = data.n_labels
+    U = emission_matrix(data, w)
+    lo, hi = support_bounds(data, i)
+    total = 0.0
+    for j in range(hi - lo):
+        a = data.support[lo + j]
+        for k in range(K):
+            total += U[a, k] * E_loc[j, k]
+    W = transition_matrix(data, w)
+    for k in range(K):
+        for l in range(K):
+            total += W[k, l] * trans_dir[k, l]
+    return total
+
+
+# --------------------------------------------------------------------------------------
+# entropy and KL of chain marginals (§1.3, §5.3)
+# --------------------------------------------------------------------------------------
+
+
+@numba.njit(**_NJIT)
+def _row_lse(table, k, K):
+    mx = table[k, 0]
+    for l in range(1, K):
+        if table[k, l] > mx:
+            mx = table[k, l]
+    if mx == -np.inf:
+        return mx
+    s = 0.0
+    for l in range(K):
+        s += math.exp(table[k, l] - mx)
+    return mx + math.log(s)
+
+
+@numba.njit(**_NJIT)
+def chain_entropy(log_nodes, log_edges, T, K):
+    """H̃(μ) = H(μ_1) + Σ_t H(Y_{t+1} | Y_t), μ_t taken as row sums of the edge tables."""
+    H = 0.0
+    if T == 1:
+        for k in range(K):
+            lp = log_nodes[0, k]
+            if lp > -np.inf:
+                H -= math.exp(lp) * lp
+        return H
+    lr = np.empty(K)
+    for k in range(K):
+        lr[k] = _row_lse(log_edges[0], k, K)
+        if lr[k] > -np.inf:
+            H -= math.exp(lr[k]) * lr[k]
+    for t in range(T - 1):
+        tab = log_edges[t]
+        for k in range(K):
+            if t > 0:
+                lr[k] = _row_lse(tab, k, K)
+            for l in range(K):
+                lp = tab[k, l]
+                if lp > -np.inf:
+                    H -= math.exp(lp) * (lp - lr[k])
+    return H
+
+
+@numba.njit(**_NJIT)
+def chain_kl(mu_nodes, mu_edges, nu_nodes, nu_edges, T, K):
+    """D̃(μ ‖ ν) as a sum of non-negative conditional KLs (§5.3); 0 log 0 = 0."""
+    D = 0.0
+    if T == 1:
+        for k in range(K):
+            lp = mu_nodes[0, k]
+            if lp > -np.inf:
+                D += math.exp(lp) * (lp - nu_nodes[0, k])
+        return D
+    lm = np.empty(K)
+    ln = np.empty(K)
+    for k in range(K):
+        lm[k] = _row_lse(mu_edges[0], k, K)
+        ln[k] = _row_lse(nu_edges[0], k, K)
+        if lm[k] > -np.inf:
+            D += math.exp(lm[k]) * (lm[k] - ln[k])
+    for t in range(T - 1):
+        tm = mu_edges[t]
+        tn = nu_edges[t]
+        for k in range(K):
+            if t > 0:
+                lm[k] = _row_lse(tm, k, K)
+                ln[k] = _row_lse(tn, k, K)
+            for l in range(K):
+                lp = tm[k, l]
+                if lp > -np.inf:
+                    D += math.exp(lp) * ((lp - lm[k]) - (tn[k, l] - ln[k]))
+    return D
+
+
+# --------------------------------------------------------------------------------------
+# full-batch evaluation (uncounted; parallel over sequences)
+# --------------------------------------------------------------------------------------
+
+
+@numba.njit(parallel=True, **_NJIT)
+def _all_unary_sparse(data, U, theta):
+    N = data.y.shape[0]
+    K = data.n_labels
+    for r in numba.prange(N):
+        for k in range(K):
+            theta[r, k] = 0.0
+        for p in range(data.indptr[r], data.indptr[r + 1]):
+            a = data.indices[p]
+            v = data.values[p]
+            for k in range(K):
+                theta[r, k] += v * U[a, k]
+
+
+@numba.njit(**_NJIT)
+def all_unary(data, w):
+    """Unary scores of every token (N × K)."""
+    N = data.y.shape[0]
+    K = data.n_labels
+    U = emission_matrix(data, w)
+    if data.dense:
+        return np.dot(data.X, U)
+    theta = np.empty((N, K))
+    _all_unary_sparse(data, U, theta)
+    return theta
+
+
+@numba.njit(parallel=True, **_NJIT)
+def _batch_sums(data, theta, trans, nodes, alpha_all, V_all, logZ, nll, edge_parts):
+    """Scaled forward–backward of every sequence, in parallel chunks.
+
+    Leaves node marginals in ``nodes``; α̂ rows (zeroed on each sequence's last token)
+    and V rows (zeroed on its first) so that the summed pairwise marginals of all
+    scaled sequences are E ∘ (α̂[:-1]ᵀ V[1:]) — one matrix product for the whole batch.
+    Sequences that need the log-space path add their sums to ``edge_parts`` instead.
+    """
+    n = data.offsets.shape[0] - 1
+    K = data.n_labels
+    n_chunks = edge_parts.shape[0]
+    E = np.empty((K, K))
+    ET = np.empty((K, K))
+    mT = _exp_transitions(trans, K, E, ET)
+    _, tspan = _trans_span(trans, K)
+    scaled_ok = tspan <= LOG_SPAN_LIMIT
+    L = data.max_len
+    for ch in numba.prange(n_chunks):
+        u = np.empty((L, K))
+        beta = np.empty((L, K))
+        m = np.empty(L)
+        c = np.empty(L)
+        lo = (n * ch) // n_chunks
+        hi = (n * (ch + 1)) // n_chunks
+        for i in range(lo, hi):
+            s = data.offsets[i]
+            e = data.offsets[i + 1]
+            T = e - s
+            th = theta[s:e]
+            al = alpha_all[s:e]
+            Vs = V_all[s:e]
+            if scaled_ok and _span(th, T, K) <= LOG_SPAN_LIMIT:
+                z = _scaled_forward(th, E, mT, T, K, u, m, al, c)
+                _scaled_backward(T, K, u, ET, c, beta, Vs)
+                nd = nodes[s:e]
+                for t in range(T):
+                    for k in range(K):
+                        nd[t, k] = al[t, k] * beta[t, k]
+                for k in range(K):
+                    al[T - 1, k] = 0.0
+                    Vs[0, k] = 0.0
+            else:
+                z = chain_marginal_sums(th, trans, T, K, nodes[s:e], edge_parts[ch])
+                for t in range(T):
+                    for k in range(K):
+                        al[t, k] = 0.0
+                        Vs[t, k] = 0.0
+            logZ[i] = z
+            nll[i] = z - truth_score(data, i, th, trans)
+    S = np.dot(alpha_all[:-1].T, V_all[1:])
+    total = np.zeros((K, K))
+    for k in range(K):
+        for l in range(K):
+            total[k, l] = E[k, l] * S[k, l]
+    for ch in range(n_chunks):
+        total += edge_parts[ch]
+    return total
+
+
+@numba.njit(parallel=True, **_NJIT)
+def _batch_forward(data, theta, trans, logZ, nll):
+    n = data.offsets.shape[0] - 1
+    K = data.n_labels
+    edges = trans.reshape((1, K, K))
+    for i in numba.prange(n):
+        s = data.offsets[i]
+        e = data.offsets[i + 1]
+        z = chain_log_partition(theta[s:e], edges, True, e - s, K)
+        logZ[i] = z
+        nll[i] = z - truth_score(data, i, theta[s:e], trans)
+
+
+@numba.njit(parallel=True, **_NJIT)
+def _scatter_emission_sparse(col_ptr, col_token, col_value, weights, G):
+    A = col_ptr.shape[0] - 1
+    K = weights.shape[1]
+    for a in numba.prange(A):
+        for k in range(K):
+            G[a, k] = 0.0
+        for p in range(col_ptr[a], col_ptr[a + 1]):
+            r = col_token[p]
+            v = col_value[p]
+            for k in range(K):
+                G[a, k] += v * weights[r, k]
+
+
+@numba.njit(**_NJIT)
+def batch_expected_emission(data, tr, weights, out_emission):
+    """Σ_i Σ_t weights[t] ⊗ φ_{i,t} over all tokens into an (n_attributes × K) array."""
+    if data.dense:
+        np.dot(data.X.T, weights, out_emission)
+    else:
+        _scatter_emission_sparse(tr.col_ptr, tr.col_token, tr.col_value, weights, out_emission)
+
+
+def _n_chunks(n):
+    return max(1, min(n, 8 * numba.get_num_threads()))
+
+
+@numba.njit(**_NJIT)
+def _batch_value_grad_impl(data, tr, w, want_grad, n_chunks, grad_out):
+    n = data.offsets.shape[0] - 1
+    N = data.y.shape[0]
+    K = data.n_labels
+    A = data.n_attributes
+    theta = all_unary(data, w)
+    trans = transition_matrix(data, w)
+    logZ = np.empty(n)
+    nll = np.empty(n)
+    if not want_grad:
+        _batch_forward(data, theta, trans, logZ, nll)
+        data.audit[0] += n
+        return nll.sum()
+    nodes = np.empty((N, K))
+    alpha_all = np.empty((N, K))
+    V_all = np.empty((N, K))
+    parts = np.zeros((n_chunks, K, K))
+    total = _batch_sums(data, theta, trans, nodes, alpha_all, V_all, logZ, nll, parts)
+    data.audit[0] += n
+    G = grad_out[: A * K].reshape((A, K))
+    batch_expected_emission(data, tr, nodes, G)
+    GT = grad_out[A * K :].reshape((K, K))
+    GT[:, :] = total
+    return nll.sum()
+
+
+def batch_value_grad(data, tr, w, want_grad, grad_out):
+    """Σ_i ℓ_i(w) and, with ``want_grad``, Σ_i E_{ν_i(w)}[F] into ``grad_out``.
+
+    The caller subtracts the ground-truth feature sum and adds the regularizer.
+    """
+    n = len(data.offsets) - 1
+    return _batch_value_grad_impl(data, tr, w, want_grad, _n_chunks(n), grad_out)
+
+
+@numba.njit(parallel=True, **_NJIT)
+def _batch_log_marginals_impl(data, theta, trans, log_nodes, log_edges, logZ):
+    n = data.offsets.shape[0] - 1
+    K = data.n_labels
+    edges = trans.reshape((1, K, K))
+    for i in numba.prange(n):
+        s = data.offsets[i]
+        e = data.offsets[i + 1]
+        es = s - i
+        logZ[i] = chain_log_marginals(
+            theta[s:e], edges, True, e - s, K, log_nodes[s:e], log_edges[es : e - i - 1]
+        )
+
+
+@numba.njit(**_NJIT)
+def batch_log_marginals(data, w, log_nodes, log_edges, logZ):
+    """ν(w) for every sequence (log node and edge marginals) and log Z (uncounted)."""
+    theta = all_unary(data, w)
+    trans = transition_matrix(data, w)
+    _batch_log_marginals_impl(data, theta, trans, log_nodes, log_edges, logZ)
+    data.audit[0] += data.offsets.shape[0] - 1
+
+
+@numba.njit(parallel=True, **_NJIT)
+def batch_entropy(data, log_nodes, log_edges, out):
+    """H̃(μ_i) for every sequence."""
+    n = data.offsets.shape[0] - 1
+    K = data.n_labels
+    for i in numba.prange(n):
+        s = data.offsets[i]
+        e = data.offsets[i + 1]
+        out[i] = chain_entropy(log_nodes[s:e], log_edges[s - i : e - i - 1], e - s, K)
+
+
+@numba.njit(parallel=True, **_NJIT)
+def batch_kl(data, mu_nodes, mu_edges, nu_nodes, nu_edges, out):
+    """D̃(μ_i ‖ ν_i) for every sequence."""
+    n = data.offsets.shape[0] - 1
+    K = data.n_labels
+    for i in numba.prange(n):
+        s = data.offsets[i]
+        e = data.offsets[i + 1]
+        es = s - i
+        ee = e - i - 1
+        out[i] = chain_kl(mu_nodes[s:e], mu_edges[es:ee], nu_nodes[s:e], nu_edges[es:ee], e - s, K)
+
+
+@numba.njit(parallel=True, **_NJIT)
+def _exp_parts(data, log_nodes, log_edges, nodes, parts):
+    n = data.offsets.shape[0] - 1
+    N = data.y.shape[0]
+    K = data.n_labels
+    n_chunks = parts.shape[0]
+    for r in numba.prange(N):
+        for k in range(K):
+            nodes[r, k] = math.exp(log_nodes[r, k])
+    for c in numba.prange(n_chunks):
+        lo = (n * c) // n_chunks
+        hi = (n * (c + 1)) // n_chunks
+        for i in range(lo, hi):
+            for q in range(data.offsets[i] - i, data.offsets[i + 1] - i - 1):
+                for k in range(K):
+                    for l in range(K):
+                        parts[c, k, l] += math.exp(log_edges[q, k, l])
+
+
+@numba.njit(**_NJIT)
+def _batch_expected_features_impl(data, tr, log_nodes, log_edges, n_chunks, out):
+    N = data.y.shape[0]
+    K = data.n_labels
+    A = data.n_attributes
+    nodes = np.empty((N, K))
+    parts = np.zeros((n_chunks, K, K))
+    _exp_parts(data, log_nodes, log_edges, nodes, parts)
+    batch_expected_emission(data, tr, nodes, out[: A * K].reshape((A, K)))
+    GT = out[A * K :].reshape((K, K))
+    GT[:, :] = 0.0
+    for c in range(n_chunks):
+        GT += parts[c]
+
+
+def batch_expected_features(data, tr, log_nodes, log_edges, out):
+    """Σ_i E_{μ_i}[F] (a d-vector) from log-marginals of every sequence."""
+    n = len(data.offsets) - 1
+    _batch_expected_features_impl(data, tr, log_nodes, log_edges, _n_chunks(n), out)
+
+
+@numba.njit(parallel=True, **_NJIT)
+def _batch_viterbi_impl(data, theta, trans, out):
+    n = data.offsets.shape[0] - 1
+    K = data.n_labels
+    for i in numba.prange(n):
+        s = data.offsets[i]
+        e = data.offsets[i + 1]
+        chain_viterbi(theta[s:e], trans, e - s, K, out[s:e])
+
+
+@numba.njit(**_NJIT)
+def batch_viterbi(data, w, out):
+    """Viterbi labels of every token (uncounted)."""
+    theta = all_unary(data, w)
+    _batch_viterbi_impl(data, theta, transition_matrix(data, w), out)

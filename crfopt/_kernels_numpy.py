@@ -1,0 +1,364 @@
+"""Pure-NumPy oracle kernels: the same functions and signatures as :mod:`._kernels_jit`.
+
+Used when ``CRFOPT_DISABLE_JIT=1`` and by the tests as an independent computation: this
+module runs forward–backward in log space throughout (vectorized over labels), whereas
+the compiled kernels use scaled linear-space messages. The two agree to 1e-10.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .counters import FORWARD_CALLS, ORACLE_CALLS
+
+
+def _lse(x: np.ndarray, axis: int) -> np.ndarray:
+    mx = np.max(x, axis=axis, keepdims=True)
+    safe = np.where(np.isfinite(mx), mx, 0.0)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(x - safe), axis=axis, keepdims=True)) + safe
+    return np.squeeze(out, axis=axis)
+
+
+def support_bounds(data, i):
+    if data.dense:
+        return 0, int(data.n_attributes)
+    return int(data.support_ptr[i]), int(data.support_ptr[i + 1])
+
+
+def emission_matrix(data, w):
+    K = int(data.n_labels)
+    A = int(data.n_attributes)
+    return w[: A * K].reshape(A, K)
+
+
+def transition_matrix(data, w):
+    K = int(data.n_labels)
+    A = int(data.n_attributes)
+    return w[A * K : A * K + K * K].reshape(K, K)
+
+
+def _token_rows(data, s, e):
+    """(row index within the sequence, attribute id, value, local id) of every entry."""
+    lo, hi = data.indptr[s], data.indptr[e]
+    counts = np.diff(data.indptr[s : e + 1])
+    rows = np.repeat(np.arange(e - s), counts)
+    return rows, data.indices[lo:hi], data.values[lo:hi], data.local[lo:hi]
+
+
+def unary_scores(data, i, w, out):
+    s, e = int(data.offsets[i]), int(data.offsets[i + 1])
+    T = e - s
+    U = emission_matrix(data, w)
+    if data.dense:
+        out[:T] = data.X[s:e] @ U
+    else:
+        rows, idx, val, _ = _token_rows(data, s, e)
+        res = np.zeros((T, U.shape[1]))
+        np.add.at(res, rows, val[:, None] * U[idx])
+        out[:T] = res
+    return T
+
+
+def local_scores(data, i, E_loc, out):
+    s, e = int(data.offsets[i]), int(data.offsets[i + 1])
+    T = e - s
+    if data.dense:
+        out[:T] = data.X[s:e] @ E_loc
+    else:
+        rows, _, val, loc = _token_rows(data, s, e)
+        res = np.zeros((T, E_loc.shape[1]))
+        np.add.at(res, rows, val[:, None] * E_loc[loc])
+        out[:T] = res
+    return T
+
+
+def truth_score(data, i, unary, trans):
+    s, e = int(data.offsets[i]), int(data.offsets[i + 1])
+    y = data.y[s:e]
+    T = e - s
+    return float(unary[np.arange(T), y].sum() + trans[y[:-1], y[1:]].sum())
+
+
+def _log_messages(unary, edges, shared, T):
+    """Normalized log messages (lse of each forward row is 0) and their normalizers."""
+    K = unary.shape[1]
+    la = np.empty((T, K))
+    lb = np.empty((T, K))
+    logc = np.empty(T)
+    logc[0] = _lse(unary[0], axis=0)
+    la[0] = unary[0] - logc[0]
+    for t in range(1, T):
+        Et = edges[0] if shared else edges[t - 1]
+        row = unary[t] + _lse(la[t - 1][:, None] + Et, axis=0)
+        logc[t] = _lse(row, axis=0)
+        la[t] = row - logc[t]
+    lb[T - 1] = 0.0
+    for t in range(T - 2, -1, -1):
+        Et = edges[0] if shared else edges[t]
+        lb[t] = _lse(Et + (unary[t + 1] + lb[t + 1])[None, :], axis=1) - logc[t + 1]
+    return la, lb, logc
+
+
+def _log_edge_tables(unary, edges, shared, T, la, lb, logc):
+    Es = np.broadcast_to(edges[0], (T - 1, *edges.shape[1:])) if shared else edges[: T - 1]
+    return la[: T - 1, :, None] + Es + (unary[1:T] + lb[1:T] - logc[1:T, None])[:, None, :]
+
+
+def chain_log_marginals(unary, edges, shared, T, K, log_nodes, log_edges):
+    la, lb, logc = _log_messages(unary[:T], edges, shared, T)
+    log_nodes[:T] = np.minimum(la + lb, 0.0)
+    if T > 1:
+        log_edges[: T - 1] = np.minimum(
+            _log_edge_tables(unary[:T], edges, shared, T, la, lb, logc), 0.0
+        )
+    return float(logc.sum())
+
+
+def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum):
+    edges = trans.reshape(1, K, K)
+    la, lb, logc = _log_messages(unary[:T], edges, True, T)
+    nodes[:T] = np.exp(np.minimum(la + lb, 0.0))
+    if T > 1:
+        tables = _log_edge_tables(unary[:T], edges, True, T, la, lb, logc)
+        edge_sum += np.exp(np.minimum(tables, 0.0)).sum(axis=0)
+    return float(logc.sum())
+
+
+def chain_log_partition(unary, edges, shared, T, K):
+    total = float(_lse(unary[0], axis=0))
+    la = unary[0] - total
+    for t in range(1, T):
+        Et = edges[0] if shared else edges[t - 1]
+        row = unary[t] + _lse(la[:, None] + Et, axis=0)
+        z = float(_lse(row, axis=0))
+        la = row - z
+        total += z
+    return total
+
+
+def chain_viterbi(unary, trans, T, K, out):
+    delta = unary[0].copy()
+    back = np.zeros((T, K), dtype=np.int64)
+    for t in range(1, T):
+        cand = delta[:, None] + trans
+        back[t] = np.argmax(cand, axis=0)  # first maximum: smallest label on ties
+        delta = cand[back[t], np.arange(K)] + unary[t]
+    arg = int(np.argmax(delta))
+    best = float(delta[arg])
+    out[T - 1] = arg
+    for t in range(T - 1, 0, -1):
+        arg = int(back[t, arg])
+        out[t - 1] = arg
+    return best
+
+
+def _unary(data, i, w):
+    K = int(data.n_labels)
+    T = int(data.offsets[i + 1] - data.offsets[i])
+    unary = np.empty((T, K))
+    unary_scores(data, i, w, unary)
+    return unary, T, K
+
+
+def oracle(data, counters, i, w, log_nodes, log_edges):
+    counters[ORACLE_CALLS] += 1
+    data.audit[0] += 1
+    unary, T, K = _unary(data, i, w)
+    trans = transition_matrix(data, w)
+    logZ = chain_log_marginals(unary, trans.reshape(1, K, K), True, T, K, log_nodes, log_edges)
+    return logZ, logZ - truth_score(data, i, unary, trans)
+
+
+def oracle_sums(data, counters, i, w, nodes, edge_sum):
+    counters[ORACLE_CALLS] += 1
+    data.audit[0] += 1
+    unary, T, K = _unary(data, i, w)
+    trans = transition_matrix(data, w)
+    edge_sum[:, :] = 0.0
+    logZ = chain_marginal_sums(unary, trans, T, K, nodes, edge_sum)
+    return logZ, logZ - truth_score(data, i, unary, trans)
+
+
+def forward(data, counters, i, w):
+    counters[FORWARD_CALLS] += 1
+    data.audit[0] += 1
+    unary, T, K = _unary(data, i, w)
+    trans = transition_matrix(data, w)
+    logZ = chain_log_partition(unary, trans.reshape(1, K, K), True, T, K)
+    return logZ, logZ - truth_score(data, i, unary, trans)
+
+
+def oracle_scores(data, counters, i, unary, edges, log_nodes, log_edges):
+    counters[ORACLE_CALLS] += 1
+    data.audit[0] += 1
+    T = int(data.offsets[i + 1] - data.offsets[i])
+    K = int(data.n_labels)
+    if T == 1:
+        return chain_log_marginals(unary, np.zeros((1, K, K)), True, T, K, log_nodes, log_edges)
+    return chain_log_marginals(unary, edges, False, T, K, log_nodes, log_edges)
+
+
+def forward_scores(data, counters, i, unary, trans):
+    counters[FORWARD_CALLS] += 1
+    data.audit[0] += 1
+    T = int(data.offsets[i + 1] - data.offsets[i])
+    K = int(data.n_labels)
+    return chain_log_partition(unary, trans.reshape(1, K, K), True, T, K)
+
+
+def expected_emission(data, i, node_weights, out_loc):
+    s, e = int(data.offsets[i]), int(data.offsets[i + 1])
+    T = e - s
+    if data.dense:
+        out_loc[:] = data.X[s:e].T @ node_weights[:T]
+        return
+    rows, _, val, loc = _token_rows(data, s, e)
+    lo, hi = support_bounds(data, i)
+    res = np.zeros((hi - lo, node_weights.shape[1]))
+    np.add.at(res, loc, val[:, None] * node_weights[rows])
+    out_loc[: hi - lo] = res
+
+
+def truth_transitions(data, i, out):
+    s, e = int(data.offsets[i]), int(data.offsets[i + 1])
+    y = data.y[s:e]
+    out[:, :] = 0.0
+    np.add.at(out, (y[:-1], y[1:]), 1.0)
+
+
+def add_local(data, i, w, scale, E_loc, trans_dir):
+    U = emission_matrix(data, w)
+    lo, hi = support_bounds(data, i)
+    U[data.support[lo:hi]] += scale * E_loc[: hi - lo]
+    transition_matrix(data, w)[:, :] += scale * trans_dir
+
+
+def dot_local(data, i, w, E_loc, trans_dir):
+    U = emission_matrix(data, w)
+    lo, hi = support_bounds(data, i)
+    return float(
+        np.sum(U[data.support[lo:hi]] * E_loc[: hi - lo])
+        + np.sum(transition_matrix(data, w) * trans_dir)
+    )
+
+
+def _xlogy_ratio(lp: np.ndarray, lq: np.ndarray) -> np.ndarray:
+    """exp(lp) * (lp - lq) with 0 log 0 = 0."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isneginf(lp), 0.0, np.exp(lp) * (lp - lq))
+
+
+def chain_entropy(log_nodes, log_edges, T, K):
+    if T == 1:
+        return float(-_xlogy_ratio(log_nodes[0], 0.0).sum())
+    tabs = log_edges[: T - 1]
+    rows = _lse(tabs, axis=2)  # (T-1, K): log μ_t as row sums of the edge tables
+    H = -_xlogy_ratio(rows[0], 0.0).sum()
+    H -= _xlogy_ratio(tabs, rows[:, :, None]).sum()
+    return float(H)
+
+
+def chain_kl(mu_nodes, mu_edges, nu_nodes, nu_edges, T, K):
+    if T == 1:
+        return float(_xlogy_ratio(mu_nodes[0], nu_nodes[0]).sum())
+    tm = mu_edges[: T - 1]
+    tn = nu_edges[: T - 1]
+    rm = _lse(tm, axis=2)
+    rn = _lse(tn, axis=2)
+    D = _xlogy_ratio(rm[0], rn[0]).sum()
+    with np.errstate(invalid="ignore"):
+        cond = np.where(
+            np.isneginf(tm), 0.0, np.exp(tm) * ((tm - rm[:, :, None]) - (tn - rn[:, :, None]))
+        )
+    return float(D + cond.sum())
+
+
+def all_unary(data, w):
+    U = emission_matrix(data, w)
+    if data.dense:
+        return data.X @ U
+    N = len(data.y)
+    rows = np.repeat(np.arange(N), np.diff(data.indptr))
+    theta = np.zeros((N, U.shape[1]))
+    np.add.at(theta, rows, data.values[:, None] * U[data.indices])
+    return theta
+
+
+def batch_expected_emission(data, tr, weights, out_emission):
+    if data.dense:
+        out_emission[:] = data.X.T @ weights
+        return
+    N = len(data.y)
+    rows = np.repeat(np.arange(N), np.diff(data.indptr))
+    res = np.zeros_like(out_emission)
+    np.add.at(res, data.indices, data.values[:, None] * weights[rows])
+    out_emission[:] = res
+
+
+def batch_value_grad(data, tr, w, want_grad, grad_out):
+    n = len(data.offsets) - 1
+    K = int(data.n_labels)
+    A = int(data.n_attributes)
+    theta = all_unary(data, w)
+    trans = transition_matrix(data, w)
+    edges = trans.reshape(1, K, K)
+    total = 0.0
+    nodes = np.empty_like(theta) if want_grad else None
+    GT = np.zeros((K, K))
+    for i in range(n):
+        s, e = int(data.offsets[i]), int(data.offsets[i + 1])
+        if want_grad:
+            z = chain_marginal_sums(theta[s:e], trans, e - s, K, nodes[s:e], GT)
+        else:
+            z = chain_log_partition(theta[s:e], edges, True, e - s, K)
+        total += z - truth_score(data, i, theta[s:e], trans)
+    data.audit[0] += n
+    if want_grad:
+        batch_expected_emission(data, tr, nodes, grad_out[: A * K].reshape(A, K))
+        grad_out[A * K :] = GT.ravel()
+    return total
+
+
+def batch_log_marginals(data, w, log_nodes, log_edges, logZ):
+    n = len(data.offsets) - 1
+    K = int(data.n_labels)
+    theta = all_unary(data, w)
+    edges = transition_matrix(data, w).reshape(1, K, K)
+    for i in range(n):
+        s, e = int(data.offsets[i]), int(data.offsets[i + 1])
+        logZ[i] = chain_log_marginals(
+            theta[s:e], edges, True, e - s, K, log_nodes[s:e], log_edges[s - i : e - i - 1]
+        )
+    data.audit[0] += n
+
+
+def batch_entropy(data, log_nodes, log_edges, out):
+    K = int(data.n_labels)
+    for i in range(len(data.offsets) - 1):
+        s, e = int(data.offsets[i]), int(data.offsets[i + 1])
+        out[i] = chain_entropy(log_nodes[s:e], log_edges[s - i : e - i - 1], e - s, K)
+
+
+def batch_kl(data, mu_nodes, mu_edges, nu_nodes, nu_edges, out):
+    K = int(data.n_labels)
+    for i in range(len(data.offsets) - 1):
+        s, e = int(data.offsets[i]), int(data.offsets[i + 1])
+        es, ee = s - i, e - i - 1
+        out[i] = chain_kl(mu_nodes[s:e], mu_edges[es:ee], nu_nodes[s:e], nu_edges[es:ee], e - s, K)
+
+
+def batch_expected_features(data, tr, log_nodes, log_edges, out):
+    K = int(data.n_labels)
+    A = int(data.n_attributes)
+    batch_expected_emission(data, tr, np.exp(log_nodes), out[: A * K].reshape(A, K))
+    out[A * K :] = np.exp(log_edges).sum(axis=0).ravel() if len(log_edges) else 0.0
+
+
+def batch_viterbi(data, w, out):
+    K = int(data.n_labels)
+    theta = all_unary(data, w)
+    trans = transition_matrix(data, w)
+    for i in range(len(data.offsets) - 1):
+        s, e = int(data.offsets[i]), int(data.offsets[i + 1])
+        chain_viterbi(theta[s:e], trans, e - s, K, out[s:e])

@@ -1,0 +1,101 @@
+"""The compiled oracle API that optimizer plugins call from their own inner loops.
+
+Every function here exists twice with the same signature: numba-compiled (default) and
+pure NumPy (``CRFOPT_DISABLE_JIT=1``). A plugin decorates its loop with
+:func:`crfopt.jit` and calls these with ``problem.data`` and ``problem.counters.array``:
+
+.. code-block:: python
+
+    from crfopt import jit, kernels
+
+    @jit
+    def sweep(data, counters, w, order, log_nodes, log_edges):
+        for i in order:
+            log_z, nll = kernels.oracle(data, counters, i, w, log_nodes, log_edges)
+            ...
+            counters[kernels.ITERATIONS] += 1
+
+Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, ALGORITHMS.md §2):
+
+``oracle(data, counters, i, w, log_nodes, log_edges) -> (log_z, nll)``
+    log-marginals of ν_i(w): nodes into ``log_nodes[:T]``, edges into ``log_edges[:T-1]``.
+``oracle_sums(data, counters, i, w, nodes, edge_sum) -> (log_z, nll)``
+    linear node marginals and the K×K sum of pairwise marginals (the gradient form).
+``forward(data, counters, i, w) -> (log_z, nll)``
+    forward recursion only.
+``oracle_scores(data, counters, i, unary, edges, log_nodes, log_edges) -> log_z``
+    on arbitrary score tables (unary T×K, edges (T-1)×K×K).
+``forward_scores(data, counters, i, unary, trans) -> log_z``
+    forward only, on score tables with shared transitions (SAG's line-search trials).
+
+Uncounted linear algebra (no inference): ``unary_scores``, ``local_scores``,
+``expected_emission``, ``truth_transitions``, ``add_local``, ``dot_local``,
+``support_bounds``, ``emission_matrix``, ``transition_matrix``; and the chain
+functionals ``chain_entropy`` / ``chain_kl`` of given marginals (§1.3, §5.3).
+
+A direction on sequence ``i`` is a pair (``E_loc`` of shape |S_i|×K on the sequence's
+distinct attributes ``data.support[lo:hi]`` with ``lo, hi = support_bounds(data, i)``,
+``trans_dir`` K×K); for dense problems S_i is every attribute.
+"""
+
+from __future__ import annotations
+
+from ._jit import JIT_ENABLED
+from .counters import (
+    FORWARD_CALLS,
+    INIT_FORWARD_CALLS,
+    INIT_ORACLE_CALLS,
+    ITERATIONS,
+    LS_EVALS,
+    ORACLE_CALLS,
+    UPDATES,
+)
+
+if JIT_ENABLED:
+    from . import _kernels_jit as _impl
+else:
+    from . import _kernels_numpy as _impl
+
+oracle = _impl.oracle
+oracle_sums = _impl.oracle_sums
+forward = _impl.forward
+oracle_scores = _impl.oracle_scores
+forward_scores = _impl.forward_scores
+
+unary_scores = _impl.unary_scores
+local_scores = _impl.local_scores
+expected_emission = _impl.expected_emission
+truth_transitions = _impl.truth_transitions
+add_local = _impl.add_local
+dot_local = _impl.dot_local
+support_bounds = _impl.support_bounds
+emission_matrix = _impl.emission_matrix
+transition_matrix = _impl.transition_matrix
+chain_entropy = _impl.chain_entropy
+chain_kl = _impl.chain_kl
+
+__all__ = [
+    "FORWARD_CALLS",
+    "INIT_FORWARD_CALLS",
+    "INIT_ORACLE_CALLS",
+    "ITERATIONS",
+    "LS_EVALS",
+    "ORACLE_CALLS",
+    "UPDATES",
+    "add_local",
+    "chain_entropy",
+    "chain_kl",
+    "dot_local",
+    "emission_matrix",
+    "expected_emission",
+    "forward",
+    "forward_scores",
+    "local_scores",
+    "oracle",
+    "oracle_scores",
+    "oracle_sums",
+    "support_bounds",
+    "transition_matrix",
+    "truth_transitions",
+    "unary_scores",
+]
