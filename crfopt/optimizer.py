@@ -1,0 +1,306 @@
+"""The optimizer contract (DESIGN.md "Optimizer", ALGORITHMS.md §3.0).
+
+A plugin optimizer subclasses :class:`Optimizer`, declares its parameters, and
+implements :meth:`Optimizer.setup` and :meth:`Optimizer.step` (or, for speed,
+:meth:`Optimizer.run_block`, a compiled loop of k iterations). A complete example —
+plain SGD in under 40 lines — is in ``docs/plugins.md``.
+
+The optimizer touches the problem only through its counted oracles
+(``problem.oracle``/``forward``/``value_and_gradient`` or :mod:`crfopt.kernels`), and
+reports the iterations it finished and the weight updates it committed with
+:meth:`Optimizer.count` (or the ``ITERATIONS``/``UPDATES`` slots of the counter array in
+compiled code). Budgets, checkpoints, evaluation and timing belong to the runner.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .problem import CRFProblem, DualMarginals
+
+CAPABILITIES = frozenset({"stochastic", "has_dual", "line_search", "gap_estimate"})
+
+
+class ParameterError(ValueError):
+    """An unknown, inapplicable or ill-typed optimizer parameter."""
+
+
+@dataclass(frozen=True)
+class Param:
+    """A declared optimizer parameter: default, type and one line of help.
+
+    ``type`` is one of ``float``, ``int``, ``bool``, ``str``; ``choices`` restricts a
+    ``str``; ``allow_none`` admits ``None`` (for "off" settings). The help line names
+    the section of ALGORITHMS.md or the paper that fixes the default.
+    """
+
+    default: Any
+    type: type = float
+    help: str = ""
+    choices: tuple[Any, ...] | None = None
+    allow_none: bool = False
+    low: float | None = None
+    high: float | None = None
+
+    def coerce(self, name: str, value: Any, owner: str) -> Any:
+        """Validate ``value``; ints are accepted for floats, strings are parsed."""
+        if value is None:
+            if self.allow_none:
+                return None
+            raise ParameterError(f"{owner}: parameter {name!r} cannot be None")
+        try:
+            if self.type is bool:
+                if isinstance(value, str):
+                    low = value.strip().lower()
+                    if low not in {"true", "false", "1", "0", "yes", "no", "on", "off"}:
+                        raise ValueError
+                    value = low in {"true", "1", "yes", "on"}
+                elif isinstance(value, (bool, np.bool_)):
+                    value = bool(value)
+                else:
+                    raise ValueError
+            elif self.type is int:
+                if isinstance(value, (bool, np.bool_)):
+                    raise ValueError
+                if isinstance(value, str):
+                    value = int(value.strip())
+                elif isinstance(value, (int, np.integer)) or (
+                    isinstance(value, (float, np.floating)) and float(value).is_integer()
+                ):
+                    value = int(value)
+                else:
+                    raise ValueError
+            elif self.type is float:
+                if isinstance(value, (bool, np.bool_)):
+                    raise ValueError
+                if isinstance(value, str) and value.strip().lower() in {"none", "null"}:
+                    if self.allow_none:
+                        return None
+                    raise ValueError
+                value = float(value)
+                if math.isnan(value):
+                    raise ValueError
+            elif self.type is str:
+                if not isinstance(value, str):
+                    raise ValueError
+            else:  # pragma: no cover - declarations are checked at registration
+                raise ParameterError(f"{owner}: unsupported parameter type {self.type!r}")
+        except (ValueError, TypeError):
+            raise ParameterError(
+                f"{owner}: parameter {name!r} expects {self.type.__name__}"
+                f"{' or None' if self.allow_none else ''}, got {value!r}"
+            ) from None
+        if self.choices is not None and value not in self.choices:
+            raise ParameterError(
+                f"{owner}: parameter {name!r} must be one of "
+                f"{', '.join(map(str, self.choices))}; got {value!r}"
+            )
+        if self.low is not None and value < self.low:
+            raise ParameterError(f"{owner}: parameter {name!r} must be ≥ {self.low}, got {value}")
+        if self.high is not None and value > self.high:
+            raise ParameterError(f"{owner}: parameter {name!r} must be ≤ {self.high}, got {value}")
+        return value
+
+
+def resolve_params(
+    declared: Mapping[str, Param], given: Mapping[str, Any], owner: str
+) -> dict[str, Any]:
+    """Defaults overridden by ``given``; unknown keys fail with the list of valid ones."""
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        valid = ", ".join(sorted(declared)) or "(none)"
+        raise ParameterError(
+            f"{owner}: unknown parameter{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(repr, unknown))}; valid parameters: {valid}"
+        )
+    out = {}
+    for name, spec in declared.items():
+        out[name] = spec.coerce(name, given[name], owner) if name in given else spec.default
+    return out
+
+
+class Optimizer(abc.ABC):
+    """Base class of every optimizer plugin.
+
+    Subclasses set the class attributes :attr:`parameters` (name → :class:`Param`) and
+    :attr:`capabilities`, and implement :meth:`setup` and :meth:`step`.
+
+    Parameters
+    ----------
+    problem : CRFProblem
+        The problem to solve; only its counted oracles may be used.
+    seed : int
+        Seed of the run's one random generator ``self.rng`` (PCG64, ALGORITHMS.md §3.0).
+    **params
+        Overrides of the declared parameters; unknown or ill-typed ones raise
+        :class:`ParameterError` listing the valid names.
+
+    Attributes
+    ----------
+    problem, seed, rng, params
+        As given, with ``params`` resolved against the declaration.
+    converged : bool
+        Set by the optimizer when its own stopping test fires; the runner then stops
+        with status ``converged``.
+    """
+
+    parameters: ClassVar[dict[str, Param]] = {}
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, problem: CRFProblem, seed: int = 0, **params: Any) -> None:
+        if not isinstance(problem, CRFProblem):
+            raise TypeError(f"expected a CRFProblem, got {type(problem).__name__}")
+        self.problem = problem
+        self.seed = int(seed)
+        self.rng = np.random.Generator(np.random.PCG64(self.seed))
+        self.params = resolve_params(self.parameters, params, type(self).__name__)
+        self.converged = False
+        self.setup()
+
+    # ------------------------------------------------------------------ to implement
+    def setup(self) -> None:  # noqa: B027 - an optional hook, empty by default
+        """Build the initial state from ``self.problem`` and ``self.params``."""
+
+    @abc.abstractmethod
+    def step(self) -> None:
+        """Run one iteration (one sampled example, or one L-BFGS iteration)."""
+
+    @property
+    @abc.abstractmethod
+    def w(self) -> np.ndarray:
+        """Current weights (a flat vector of length ``problem.dim``)."""
+
+    # ------------------------------------------------------------------ optional
+    def run_block(self, k: int) -> int:
+        """Run up to ``k`` iterations; return how many ran (fewer only if converged).
+
+        The default loops over :meth:`step`; stochastic methods override it with a
+        compiled loop so that no Python call happens per iteration.
+        """
+        done = 0
+        while done < k and not self.converged:
+            self.step()
+            done += 1
+        return done
+
+    def dual_state(self) -> DualMarginals | None:
+        """Current dual marginals μ (dual methods), or None."""
+        return None
+
+    def gap_estimate(self) -> float | None:
+        """The method's own duality-gap estimate (SDCA: mean stale block gap), or None."""
+        return None
+
+    def dual_value(self) -> float | None:
+        """An incrementally maintained dual value D(μ), or None."""
+        return None
+
+    # ------------------------------------------------------------------ helpers
+    def count(self, *, iterations: int = 0, updates: int = 0) -> None:
+        """Report finished iterations and committed weight updates to the problem."""
+        c = self.problem.counters
+        if iterations:
+            c.add_iterations(iterations)
+        if updates:
+            c.add_updates(updates)
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """A registered optimizer variant: a name, a class and its default parameters.
+
+    Parameters
+    ----------
+    name : str
+        What users type and tables show (``sdca-gap``).
+    cls : type[Optimizer]
+        The implementation.
+    defaults : mapping
+        Parameter values that define the variant (override the class defaults).
+    summary : str
+        One line for ``crfopt list``.
+    reference : str
+        The paper and section it implements (``LPL18 §3.3``).
+    source : str
+        Filled in by the plugin manager: where the registration came from.
+    """
+
+    name: str
+    cls: type[Optimizer]
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    summary: str = ""
+    reference: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        import re
+
+        if not re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9*]+)*", self.name):
+            raise ValueError(
+                f"optimizer name {self.name!r} must be lower case, family first, with hyphens"
+            )
+        if not (isinstance(self.cls, type) and issubclass(self.cls, Optimizer)):
+            raise TypeError(f"{self.name}: cls must be a crfopt.Optimizer subclass")
+        bad_caps = set(self.cls.capabilities) - CAPABILITIES
+        if bad_caps:
+            raise ValueError(f"{self.name}: unknown capabilities {sorted(bad_caps)}")
+        # Validate the variant's own defaults now, so a bad registration fails at load.
+        resolve_params(self.cls.parameters, dict(self.defaults), self.name)
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return frozenset(self.cls.capabilities)
+
+    def parameters(self) -> dict[str, Param]:
+        """Declared parameters with this variant's defaults."""
+        out = {}
+        for name, p in self.cls.parameters.items():
+            if name in self.defaults:
+                p = Param(
+                    self.defaults[name], p.type, p.help, p.choices, p.allow_none, p.low, p.high
+                )
+            out[name] = p
+        return out
+
+    def resolve(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The full parameter set of a run: class defaults < variant defaults < overrides."""
+        merged = dict(self.defaults)
+        merged.update(overrides or {})
+        return resolve_params(self.cls.parameters, merged, self.name)
+
+    def create(
+        self, problem: CRFProblem, seed: int = 0, overrides: Mapping[str, Any] | None = None
+    ) -> Optimizer:
+        return self.cls(problem, seed, **self.resolve(overrides))
+
+    @property
+    def doc(self) -> str:
+        return (self.cls.__doc__ or "").strip()
+
+
+def display_name(name: str, overrides: Mapping[str, Any] | None) -> str:
+    """``sdca-gap[non_uniformity=0.5]``: the one notation for display and selection."""
+    if not overrides:
+        return name
+    inner = ",".join(f"{k}={_fmt(v)}" for k, v in sorted(overrides.items()))
+    return f"{name}[{inner}]"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "none"
+    return str(v)
+
+
+def canonical_params(params: Mapping[str, Any]) -> str:
+    """Canonical JSON (sorted keys) of a parameter set: the ``params`` column."""
+    return json.dumps(dict(params), sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,1 @@
+"""Built-in problem definitions, registered through the ``crfopt_register_problems`` hook."""
