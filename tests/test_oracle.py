@@ -1,0 +1,201 @@
+"""Oracle kernels against brute-force enumeration of every labeling (ALGORITHMS.md §5.9).
+
+Both implementations are checked: the compiled kernels (scaled forward–backward) and the
+pure-NumPy twin (log space), on dense and sparse tiny problems with T ≤ 5, K ≤ 4.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from crfopt import _kernels_numpy
+from crfopt._jit import JIT_ENABLED
+
+from conftest import enumerate_sequence, feature_vector, tiny_problem
+
+IMPLS = [pytest.param(_kernels_numpy, id="numpy")]
+if JIT_ENABLED:
+    from crfopt import _kernels_jit
+
+    IMPLS.insert(0, pytest.param(_kernels_jit, id="jit"))
+
+CASES = [
+    (seed, dense, K, bias)
+    for seed, (dense, K, bias) in enumerate(
+        [
+            (False, 3, True),
+            (True, 3, True),
+            (False, 4, True),
+            (True, 2, False),
+            (False, 4, False),
+            (True, 4, True),
+        ]
+    )
+]
+
+
+def _buffers(T, K):
+    return np.empty((T, K)), np.empty((max(T - 1, 0), K, K))
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize(("seed", "dense", "K", "bias"), CASES)
+def test_oracle_matches_enumeration(impl, seed, dense, K, bias):
+    problem, X = tiny_problem(seed, dense=dense, K=K, bias=bias, lengths=[1, 2, 3, 4, 5])
+    rng = np.random.default_rng(100 + seed)
+    w = rng.normal(scale=1.5, size=problem.dim)
+    counters = np.zeros(7, dtype=np.int64)
+    for i in range(problem.n):
+        log_z, nodes, edges, _expected_F, ys, p, scores = enumerate_sequence(problem, X, i, w)
+        T = len(nodes)
+        ln, le = _buffers(T, K)
+        got_z, got_nll = impl.oracle(problem.data, counters, i, w, ln, le)
+        s = int(problem.data.offsets[i])
+        y_true = problem.labels[s : s + T]
+        truth_score = feature_vector(problem, X[s : s + T], y_true) @ w
+        assert got_z == pytest.approx(log_z, abs=1e-10, rel=1e-12)
+        assert got_nll == pytest.approx(log_z - truth_score, abs=1e-10)
+        np.testing.assert_allclose(np.exp(ln), nodes, atol=1e-10, rtol=0)
+        np.testing.assert_allclose(np.exp(le), edges, atol=1e-10, rtol=0)
+        # log-marginals themselves, not only their exponentials
+        np.testing.assert_allclose(ln, np.log(nodes), atol=1e-9, rtol=1e-10)
+
+        nodes2 = np.empty((T, K))
+        esum = np.empty((K, K))
+        z2, nll2 = impl.oracle_sums(problem.data, counters, i, w, nodes2, esum)
+        assert z2 == pytest.approx(log_z, abs=1e-10)
+        assert nll2 == pytest.approx(got_nll, abs=1e-10)
+        np.testing.assert_allclose(nodes2, nodes, atol=1e-10)
+        np.testing.assert_allclose(esum, edges.sum(axis=0), atol=1e-10)
+
+        z3, _nll3 = impl.forward(problem.data, counters, i, w)
+        assert z3 == pytest.approx(log_z, abs=1e-10)
+
+        # entropy of the Gibbs joint, and KL to another Gibbs joint (eqs. 18–19)
+        H = impl.chain_entropy(ln, le, T, K)
+        assert pytest.approx(-(p * np.log(p)).sum(), abs=1e-10) == H
+        w2 = w + rng.normal(scale=0.7, size=problem.dim)
+        _log_z2, *_, p2, _ = enumerate_sequence(problem, X, i, w2)
+        ln2, le2 = _buffers(T, K)
+        impl.oracle(problem.data, counters, i, w2, ln2, le2)
+        kl = impl.chain_kl(ln, le, ln2, le2, T, K)
+        assert kl == pytest.approx((p * (np.log(p) - np.log(p2))).sum(), abs=1e-10)
+
+        # Viterbi = the most probable labeling
+        out = np.empty(T, dtype=np.int64)
+        best = impl.chain_viterbi(
+            _unary(impl, problem, i, w), impl.transition_matrix(problem.data, w), T, K, out
+        )
+        np.testing.assert_array_equal(out, ys[np.argmax(scores)])
+        assert best == pytest.approx(scores.max(), abs=1e-10)
+
+
+def _unary(impl, problem, i, w):
+    T = int(problem.data.offsets[i + 1] - problem.data.offsets[i])
+    out = np.empty((T, problem.n_labels))
+    impl.unary_scores(problem.data, i, w, out)
+    return out
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dense", [False, True])
+def test_local_gradient_matches_enumeration(impl, dense):
+    problem, X = tiny_problem(7, dense=dense, K=3, lengths=[1, 3, 4])
+    w = np.random.default_rng(1).normal(size=problem.dim)
+    for i in range(problem.n):
+        _, _, _, expected_F, *_ = enumerate_sequence(problem, X, i, w)
+        s, e = (int(v) for v in problem.data.offsets[i : i + 2])
+        truth = feature_vector(problem, X[s:e], problem.labels[s:e])
+        res = problem.oracle(i, w, gradient=True)
+        np.testing.assert_allclose(res.gradient.to_dense(problem), expected_F - truth, atol=1e-10)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_oracle_scores_with_position_dependent_edges(impl):
+    problem, _ = tiny_problem(11, dense=False, K=3, lengths=[4, 1])
+    rng = np.random.default_rng(5)
+    counters = np.zeros(7, dtype=np.int64)
+    K = 3
+    for i, T in enumerate([4, 1]):
+        unary = rng.normal(size=(T, K))
+        edges = rng.normal(size=(max(T - 1, 0), K, K))
+        import itertools
+
+        ys = np.array(list(itertools.product(range(K), repeat=T)))
+        sc = np.array(
+            [
+                unary[np.arange(T), y].sum() + sum(edges[t, y[t], y[t + 1]] for t in range(T - 1))
+                for y in ys
+            ]
+        )
+        log_z = np.log(np.exp(sc).sum())
+        p = np.exp(sc - log_z)
+        ln, le = _buffers(T, K)
+        got = impl.oracle_scores(problem.data, counters, i, unary, edges, ln, le)
+        assert got == pytest.approx(log_z, abs=1e-10)
+        nodes = np.zeros((T, K))
+        for y, py in zip(ys, p):
+            nodes[np.arange(T), y] += py
+        np.testing.assert_allclose(np.exp(ln), nodes, atol=1e-10)
+        if T > 1:
+            # shared transitions: forward_scores on the first edge table repeated
+            shared = edges[0]
+            sc2 = np.array(
+                [
+                    unary[np.arange(T), y].sum() + sum(shared[y[t], y[t + 1]] for t in range(T - 1))
+                    for y in ys
+                ]
+            )
+            z2 = impl.forward_scores(problem.data, counters, i, unary, shared)
+            assert z2 == pytest.approx(np.log(np.exp(sc2).sum()), abs=1e-10)
+    assert counters[0] == 2 and counters[1] == 1
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("T", [1, 2, 1000])
+@pytest.mark.parametrize("magnitude", [1.0, 1e4])
+def test_extreme_lengths_and_scores_stay_finite(impl, T, magnitude):
+    rng = np.random.default_rng(T)
+    K = 4
+    unary = rng.uniform(-magnitude, magnitude, size=(T, K))
+    trans = rng.uniform(-magnitude, magnitude, size=(K, K))
+    ln, le = _buffers(T, K)
+    z = impl.chain_log_marginals(unary, trans.reshape(1, K, K), True, T, K, ln, le)
+    assert np.isfinite(z)
+    assert np.all(np.isfinite(ln)) and np.all(ln <= 0)
+    assert np.all(np.isfinite(le)) and np.all(le <= 0)
+    np.testing.assert_allclose(np.exp(ln).sum(axis=1), 1.0, atol=1e-9)
+    nodes = np.empty((T, K))
+    esum = np.zeros((K, K))
+    z2 = impl.chain_marginal_sums(unary, trans, T, K, nodes, esum)
+    assert z2 == pytest.approx(z, rel=1e-12)
+    assert np.all(np.isfinite(nodes)) and np.isfinite(esum).all()
+    assert esum.sum() == pytest.approx(T - 1, abs=1e-6)
+    assert impl.chain_log_partition(unary, trans.reshape(1, K, K), True, T, K) == pytest.approx(
+        z, rel=1e-12
+    )
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_huge_scores_match_exact_log_partition(impl):
+    """At ±1e4 the answer is dominated by the best path: log Z = Viterbi score + O(e^-Δ)."""
+    rng = np.random.default_rng(0)
+    T, K = 6, 3
+    unary = rng.uniform(-1e4, 1e4, size=(T, K))
+    trans = rng.uniform(-1e4, 1e4, size=(K, K))
+    out = np.empty(T, dtype=np.int64)
+    best = impl.chain_viterbi(unary, trans, T, K, out)
+    z = impl.chain_log_partition(unary, trans.reshape(1, K, K), True, T, K)
+    assert z == pytest.approx(best, abs=1e-6)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_single_token_is_multiclass_logistic_regression(impl):
+    """T = 1 reduces to multiclass LR (LP17 §1): log Z = lse(θ), marginals = softmax."""
+    theta = np.array([[0.3, -1.2, 2.0, 0.0]])
+    ln, le = _buffers(1, 4)
+    z = impl.chain_log_marginals(theta, np.zeros((1, 4, 4)), True, 1, 4, ln, le)
+    ref = np.log(np.exp(theta).sum())
+    assert z == pytest.approx(ref, abs=1e-14)
+    np.testing.assert_allclose(np.exp(ln[0]), np.exp(theta[0] - ref), atol=1e-15)
