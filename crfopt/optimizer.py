@@ -126,11 +126,32 @@ def resolve_params(
     return out
 
 
+@dataclass(frozen=True)
+class Cost:
+    """Declared work per iteration (ALGORITHMS.md §2), checked by the conformance suite.
+
+    Each field is a ``(min, max)`` range per iteration (``max=None``: unbounded). With
+    ``per_pass=True`` the oracle and forward counts are in units of n full passes and
+    must be whole multiples of n (batch methods such as L-BFGS).
+
+    Examples: SDCA ``Cost()`` (1 oracle call, no forward call, 1 update); SAG
+    ``Cost(forward_calls=(0, None))``; OEG ``Cost(oracle_calls=(1, 20), updates=(0, 1))``;
+    L-BFGS ``Cost(oracle_calls=(1, None), per_pass=True)``.
+    """
+
+    oracle_calls: tuple[float, float | None] = (1, 1)
+    forward_calls: tuple[float, float | None] = (0, 0)
+    updates: tuple[float, float | None] = (1, 1)
+    per_pass: bool = False
+
+
 class Optimizer(abc.ABC):
     """Base class of every optimizer plugin.
 
-    Subclasses set the class attributes :attr:`parameters` (name → :class:`Param`) and
-    :attr:`capabilities`, and implement :meth:`setup` and :meth:`step`.
+    Subclasses set the class attributes :attr:`parameters` (name → :class:`Param`),
+    :attr:`capabilities` (``stochastic``, ``has_dual``, ``gap_estimate``,
+    ``line_search``) and :attr:`cost` (declared work per iteration), and implement
+    :meth:`setup`, :meth:`step` and the :attr:`w` property.
 
     Parameters
     ----------
@@ -153,6 +174,7 @@ class Optimizer(abc.ABC):
 
     parameters: ClassVar[dict[str, Param]] = {}
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    cost: ClassVar[Cost] = Cost()
 
     def __init__(self, problem: CRFProblem, seed: int = 0, **params: Any) -> None:
         if not isinstance(problem, CRFProblem):
@@ -201,6 +223,9 @@ class Optimizer(abc.ABC):
     def dual_value(self) -> float | None:
         """An incrementally maintained dual value D(μ), or None."""
         return None
+
+    def close(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Release resources (threads, files); called by the runner when the run ends."""
 
     # ------------------------------------------------------------------ helpers
     def count(self, *, iterations: int = 0, updates: int = 0) -> None:

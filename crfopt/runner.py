@@ -1,0 +1,444 @@
+"""The runner: one (problem, optimizer, parameters, seed) under a budget → trace rows.
+
+Three things are kept apart (STYLE.md §6): the checkpoint schedule (when to evaluate),
+the budget (when to stop), and the optimizer's own convergence test. The runner owns the
+clock: only the optimizer's blocks of iterations are timed; evaluation at checkpoints,
+trace writing and JIT warm-up are not, and evaluation uses uncounted kernels
+(ALGORITHMS.md §2). Blocks run up to the next checkpoint, sized from the work per
+iteration observed so far, so a stochastic method loops in compiled code and is never
+restarted between checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._jit import JIT_ENABLED
+from .optimizer import Optimizer, OptimizerSpec, canonical_params, display_name
+from .problem import CRFProblem
+from .results import to_frame
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When a run stops (whichever comes first). ``None`` means no limit of that kind.
+
+    ``passes`` counts effective passes, (oracle_calls + forward_calls)/n (§2);
+    ``target_suboptimality`` is P(w) - P* (absolute; needs P*), ``target_gap`` the true
+    duality gap of the checkpoint evaluation. Targets are checked at checkpoints.
+    """
+
+    passes: float | None = 10.0
+    oracle_calls: int | None = None
+    updates: int | None = None
+    iterations: int | None = None
+    seconds: float | None = None
+    target_suboptimality: float | None = None
+    target_gap: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value is not None and not (isinstance(value, (int, float)) and value > 0):
+                raise ValueError(f"budget {name} must be positive, got {value!r}")
+        if (
+            all(
+                getattr(self, k) is None
+                for k in ("passes", "oracle_calls", "updates", "iterations", "seconds")
+            )
+            and self.target_suboptimality is None
+            and self.target_gap is None
+        ):
+            raise ValueError("a budget needs at least one limit or target")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+class Schedule:
+    """Checkpoints in effective passes.
+
+    ``"default"``: 0, 0.25, 0.5, 0.75, 1, then every pass. ``"log"``: 0 then
+    geometric (×10^0.2) from 0.1 pass, never more than 5 passes apart.
+    ``"every:X"``: 0, X, 2X, … . A list of floats: exactly those.
+    """
+
+    def __init__(self, spec: str | Sequence[float] = "default") -> None:
+        self.spec = spec
+        if isinstance(spec, str):
+            if spec not in ("default", "log") and not spec.startswith("every:"):
+                raise ValueError(
+                    f"unknown checkpoint schedule {spec!r}; use 'default', 'log', "
+                    "'every:X' or a list of passes"
+                )
+            if spec.startswith("every:"):
+                try:
+                    self._every = float(spec.split(":", 1)[1])
+                except ValueError:
+                    raise ValueError(f"bad schedule {spec!r}: X must be a number") from None
+                if self._every <= 0:
+                    raise ValueError(f"bad schedule {spec!r}: X must be positive")
+            self._points: list[float] | None = None
+        else:
+            pts = sorted(float(x) for x in spec)
+            if not pts or pts[0] < 0:
+                raise ValueError("checkpoint lists need non-negative passes")
+            self._points = pts
+
+    def describe(self) -> str | list[float]:
+        return self.spec if isinstance(self.spec, str) else list(self._points or [])
+
+    def next_after(self, x: float) -> float:
+        """The first checkpoint strictly after ``x`` passes (inf if none)."""
+        eps = 1e-12
+        if self._points is not None:
+            for p in self._points:
+                if p > x + eps:
+                    return p
+            return math.inf
+        if self.spec == "default":
+            if x < 1.0 - eps:
+                return (math.floor(x / 0.25 + eps) + 1) * 0.25
+            return math.floor(x + eps) + 1.0
+        if self.spec == "log":
+            if x < 0.1 - eps:
+                return 0.1
+            k = math.floor(math.log10(x / 0.1) / 0.2 + eps) + 1
+            return min(0.1 * 10 ** (0.2 * k), x + 5.0)
+        return (math.floor(x / self._every + eps) + 1) * self._every
+
+
+class _Clock:
+    """Seconds spent inside the optimizer's blocks: the only timed region."""
+
+    __slots__ = ("elapsed",)
+
+    def __init__(self) -> None:
+        self.elapsed = 0.0
+
+    @contextlib.contextmanager
+    def timing(self):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.elapsed += time.perf_counter() - t0
+
+
+@dataclass
+class RunResult:
+    """A finished run: its trace and what is known about it."""
+
+    trace: pd.DataFrame
+    status: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def warm_up(spec: OptimizerSpec, params: Mapping[str, Any], problem: CRFProblem) -> None:
+    """Compile the optimizer's numba code on a tiny problem of the same kind, untimed.
+
+    The tiny problem has the same array types (dense or sparse, bias or not), so the
+    compiled specializations are the ones the real run uses. Failures are ignored here;
+    the real run reports them.
+    """
+    if not JIT_ENABLED:
+        return
+    from .synthetic import make_synthetic
+
+    tiny = make_synthetic(
+        n=6,
+        labels=min(3, problem.n_labels) if problem.n_labels > 1 else 1,
+        attributes=8,
+        length=3,
+        density=0.4,
+        dense=problem.dense,
+        bias=problem.bias,
+        seed=0,
+    )
+    with contextlib.suppress(Exception):
+        with tiny.initialization():
+            opt = spec.cls(tiny, 0, **params)
+        try:
+            opt.run_block(2)
+            opt.w  # noqa: B018 - a property may compile code too
+        finally:
+            opt.close()
+        tiny.uncounted.value_and_gradient(tiny.zeros())
+
+
+def _capability(opt: Optimizer, name: str) -> bool:
+    return name in type(opt).capabilities
+
+
+def evaluate(
+    problem: CRFProblem, opt: Optimizer, p_star: float | None
+) -> tuple[dict[str, Any], bool]:
+    """Checkpoint quantities of the optimizer's current state (uncounted, untimed).
+
+    Returns the row values and whether the state is finite.
+    """
+    w = np.asarray(opt.w)
+    row: dict[str, Any] = {}
+    if w.shape != (problem.dim,) or not np.all(np.isfinite(w)):
+        return row, False
+    primal = problem.uncounted.primal(w)
+    if not math.isfinite(primal):
+        return row, False
+    row["primal"] = primal
+    if p_star is not None:
+        row["suboptimality"] = primal - p_star
+    mu = opt.dual_state() if _capability(opt, "has_dual") else None
+    if mu is not None:
+        dual = problem.dual(mu)
+        row["dual"] = dual
+        row["duality_gap"] = primal - dual
+    else:
+        row["duality_gap"] = problem.primal_gap(w)
+    est = opt.gap_estimate()
+    if est is not None:
+        row["gap_estimate"] = float(est)
+    row["train_error"] = problem.error(w, "train")
+    if "test" in problem.splits:
+        row["test_error"] = problem.error(w, "test")
+    return row, True
+
+
+def run(
+    problem: CRFProblem,
+    optimizer: str | OptimizerSpec,
+    *,
+    seed: int = 0,
+    params: Mapping[str, Any] | None = None,
+    budget: Budget | None = None,
+    checkpoints: str | Sequence[float] = "default",
+    p_star: float | None = None,
+    registry: Any = None,
+    on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    run_id: str = "",
+    problem_label: str | None = None,
+) -> RunResult:
+    """Run one optimizer on one problem and return its trace.
+
+    Parameters
+    ----------
+    problem : CRFProblem
+    optimizer : str or OptimizerSpec
+        A registered variant name (``"sdca-gap"``) or a spec.
+    seed : int
+    params : mapping, optional
+        Overrides of the variant's parameters.
+    budget : Budget, optional
+        Default: 10 effective passes.
+    checkpoints : str or list of float
+        See :class:`Schedule`.
+    p_star : float, optional
+        Reference optimum; fills ``suboptimality`` and enables ``target_suboptimality``.
+    registry : Registry, optional
+        Where to look ``optimizer`` up (default: a fresh one).
+    on_checkpoint : callable, optional
+        Called with each trace row as it is made (progress display).
+
+    Returns
+    -------
+    RunResult
+        ``trace`` (DataFrame with the results schema), final ``status`` and ``meta``
+        (resolved parameters, final counters, error traceback if any).
+    """
+    if isinstance(optimizer, str):
+        if registry is None:
+            from .registry import get_registry
+
+            registry = get_registry()
+        spec = registry.optimizer(optimizer)
+    else:
+        spec = optimizer
+    budget = budget or Budget()
+    schedule = Schedule(checkpoints)
+    overrides = dict(params or {})
+    resolved = spec.resolve(overrides)
+    name = display_name(spec.name, overrides)
+    if budget.target_suboptimality is not None and p_star is None:
+        raise ValueError("target_suboptimality needs p_star (see crfopt optimum)")
+
+    base = {
+        "problem": problem_label or problem.name,
+        "optimizer": name,
+        "params": canonical_params(resolved),
+        "seed": int(seed),
+        "run_id": run_id,
+    }
+    rows: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {
+        "optimizer_variant": spec.name,
+        "optimizer_source": spec.source,
+        "params": resolved,
+        "overrides": overrides,
+        "seed": int(seed),
+        "budget": budget.as_dict(),
+        "checkpoints": schedule.describe(),
+        "p_star": p_star,
+        "P0": problem.primal_at_zero(),
+        "n": problem.n,
+        "error": None,
+    }
+    counters = problem.counters
+    counters.reset()
+    clock = _Clock()
+    status = "running"
+
+    def make_row(opt: Optimizer | None, evaluate_state: bool) -> dict[str, Any]:
+        snap = counters.snapshot()
+        row = dict(base)
+        row.update(
+            checkpoint=len(rows),
+            iterations=snap.iterations,
+            oracle_calls=snap.oracle_calls,
+            forward_calls=snap.forward_calls,
+            updates=snap.updates,
+            effective_passes=snap.effective_passes,
+            time_s=clock.elapsed,
+            status="running",
+        )
+        if opt is not None and evaluate_state:
+            values, finite = evaluate(problem, opt, p_star)
+            row.update(values)
+            row["_finite"] = finite
+        return row
+
+    def emit(row: dict[str, Any]) -> None:
+        row.pop("_finite", None)
+        rows.append(row)
+        if on_checkpoint is not None:
+            on_checkpoint(row)
+
+    warm_up(spec, resolved, problem)
+    counters.reset()
+    opt: Optimizer | None = None
+    try:
+        with problem.initialization():
+            t0 = time.perf_counter()
+            opt = spec.cls(problem, seed, **resolved)
+            init_time = time.perf_counter() - t0
+        meta["init_seconds"] = init_time
+        row = make_row(opt, True)
+        if not row.get("_finite", False):
+            status = "diverged"
+            row["status"] = status
+            emit(row)
+        else:
+            emit(row)
+            status = _loop(problem, opt, budget, schedule, clock, make_row, emit)
+    except Exception as exc:  # a failing plugin must not take the comparison down
+        status = "failed"
+        meta["error"] = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        meta["error_summary"] = f"{type(exc).__name__}: {exc}"
+        try:
+            row = make_row(opt, opt is not None)
+        except Exception:  # the state itself may be what broke
+            row = make_row(None, False)
+        row["status"] = status
+        emit(row)
+    finally:
+        if opt is not None:
+            with contextlib.suppress(Exception):
+                opt.close()
+    meta["final_counters"] = counters.snapshot().as_dict()
+    meta["status"] = status
+    meta["time_s"] = clock.elapsed
+    return RunResult(to_frame(rows), status, meta)
+
+
+def _loop(
+    problem: CRFProblem,
+    opt: Optimizer,
+    budget: Budget,
+    schedule: Schedule,
+    clock: _Clock,
+    make_row: Callable[[Optimizer | None, bool], dict[str, Any]],
+    emit: Callable[[dict[str, Any]], None],
+) -> str:
+    counters = problem.counters
+    n = problem.n
+    next_cp = schedule.next_after(0.0)
+
+    def work() -> int:
+        return counters.oracle_calls + counters.forward_calls
+
+    def budget_exhausted() -> bool:
+        s = counters.snapshot()
+        return bool(
+            (budget.passes is not None and s.effective_passes >= budget.passes - 1e-12)
+            or (budget.oracle_calls is not None and s.oracle_calls >= budget.oracle_calls)
+            or (budget.updates is not None and s.updates >= budget.updates)
+            or (budget.iterations is not None and s.iterations >= budget.iterations)
+            or (budget.seconds is not None and clock.elapsed >= budget.seconds)
+        )
+
+    while True:
+        # Iterations until the next checkpoint or the nearest budget limit, estimated
+        # from the work per iteration seen so far (1 block of 1 to start).
+        s = counters.snapshot()
+        goal_passes = next_cp if budget.passes is None else min(next_cp, budget.passes)
+        if s.iterations == 0:
+            k = 1
+        else:
+            per_iter = max(work() / s.iterations, 1e-9)
+            k = max(1, math.ceil((goal_passes * n - work()) / per_iter))
+            if budget.oracle_calls is not None:
+                per_oracle = max(s.oracle_calls / s.iterations, 1e-9)
+                k = min(k, max(1, math.ceil((budget.oracle_calls - s.oracle_calls) / per_oracle)))
+        if budget.updates is not None:
+            k = min(k, max(1, budget.updates - s.updates))
+        if budget.iterations is not None:
+            k = min(k, max(1, budget.iterations - s.iterations))
+
+        before_iter = s.iterations
+        before_work = work()
+        with clock.timing():
+            done = opt.run_block(k)
+        stalled = counters.iterations == before_iter and work() == before_work
+        if done == 0 and not opt.converged and stalled:
+            raise RuntimeError(
+                f"{type(opt).__name__}.run_block({k}) made no progress and did not converge"
+            )
+
+        passes_now = counters.effective_passes
+        at_checkpoint = passes_now >= next_cp - 1e-12
+        stop_budget = budget_exhausted()
+        stop = stop_budget or opt.converged
+        if not (at_checkpoint or stop):
+            continue
+        row = make_row(opt, True)
+        status = "running"
+        if not row.get("_finite", False):
+            status = "diverged"
+        elif (
+            opt.converged
+            or (
+                budget.target_suboptimality is not None
+                and row.get("suboptimality") is not None
+                and (row["suboptimality"] <= budget.target_suboptimality)
+            )
+            or (
+                budget.target_gap is not None
+                and row.get("duality_gap") is not None
+                and (row["duality_gap"] <= budget.target_gap)
+            )
+        ):
+            status = "converged"
+        elif stop_budget:
+            status = "budget"
+        row["status"] = status
+        emit(row)
+        if status != "running":
+            return status
+        while next_cp <= passes_now + 1e-12:
+            next_cp = schedule.next_after(next_cp)
