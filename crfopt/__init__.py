@@ -5,9 +5,12 @@ from __future__ import annotations
 from . import kernels
 from ._data import KernelData, Sequences
 from ._jit import JIT_ENABLED, jit, prange
+from ._version import __version__
+from .compare import compare
 from .counters import COUNTER_NAMES, Counters, CounterSnapshot
 from .hookspecs import hookimpl, hookspec
-from .optimizer import Optimizer, OptimizerSpec, Param, ParameterError
+from .optimizer import Cost, Optimizer, OptimizerSpec, Param, ParameterError
+from .optimum import ReferenceOptimum, reference_optimum
 from .problem import (
     CRFProblem,
     DualMarginals,
@@ -17,14 +20,16 @@ from .problem import (
     WeightBlocks,
 )
 from .registry import ProblemSpec, Registry, get_registry, load_problem
+from .results import read_results
+from .runner import Budget, RunResult, Schedule, run
 from .synthetic import make_synthetic
-
-__version__ = "0.1.0"
 
 __all__ = [
     "COUNTER_NAMES",
     "JIT_ENABLED",
+    "Budget",
     "CRFProblem",
+    "Cost",
     "CounterSnapshot",
     "Counters",
     "DualMarginals",
@@ -37,10 +42,14 @@ __all__ = [
     "Param",
     "ParameterError",
     "ProblemSpec",
+    "ReferenceOptimum",
     "Registry",
+    "RunResult",
+    "Schedule",
     "Sequences",
     "WeightBlocks",
     "__version__",
+    "compare",
     "get_registry",
     "hookimpl",
     "hookspec",
@@ -49,4 +58,7 @@ __all__ = [
     "load_problem",
     "make_synthetic",
     "prange",
+    "read_results",
+    "reference_optimum",
+    "run",
 ]

@@ -10,14 +10,18 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
+import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from . import __version__
+from ._parse import parse_value
+from ._version import __version__
 from .registry import Registry, UnknownNameError, get_registry
 
-console = Console(stderr=False, highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Tables are read in logs and CI output too, where rich would assume 80 columns.
+console = Console(stderr=False, highlight=False, width=None if sys.stdout.isatty() else 140)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 plugin_dir_option = click.option(
     "--plugin-dir",
@@ -26,21 +30,6 @@ plugin_dir_option = click.option(
     type=click.Path(file_okay=False),
     help="Directory of plugin .py files to load (repeatable).",
 )
-
-
-def parse_value(text: str) -> Any:
-    """A --set value: int, float (1e-3 too), true/false, none/null, or the text itself."""
-    low = text.strip().lower()
-    if low in {"none", "null", "~"}:
-        return None
-    if low in {"true", "false"}:
-        return low == "true"
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
 
 
 def parse_sets(items: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -67,8 +56,8 @@ def build_registry(plugin_dirs: Sequence[str]) -> Registry:
     reg = get_registry(plugin_dirs)
     for failure in reg.failures:
         err_console.print(
-            f"[yellow]warning:[/] plugin [bold]{failure.name}[/] ({failure.source}) "
-            f"failed: {failure.error}"
+            f"[yellow]warning:[/] plugin [bold]{escape(failure.name)}[/] "
+            f"({escape(failure.source)}) failed: {escape(failure.error)}"
         )
     return reg
 
@@ -109,7 +98,7 @@ def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
         for name in sorted(reg.optimizers):
             spec = reg.optimizers[name]
             params = ", ".join(f"{k}={v.default}" for k, v in spec.parameters().items())
-            table.add_row(name, spec.summary, params, spec.source)
+            table.add_row(*map(escape, (name, spec.summary, params, spec.source)))
         console.print(table)
     if what in ("problems", "all"):
         table = Table(title="problems")
@@ -117,14 +106,14 @@ def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
             table.add_column(col, overflow="fold")
         for name in sorted(reg.problems):
             spec = reg.problems[name]
-            table.add_row(name, spec.summary, spec.source)
+            table.add_row(*map(escape, (name, spec.summary, spec.source)))
         console.print(table)
     if reg.failures:
         table = Table(title="plugins that failed to load")
         for col in ("plugin", "source", "error"):
             table.add_column(col, overflow="fold")
         for f in reg.failures:
-            table.add_row(f.name, f.source, f.error)
+            table.add_row(*map(escape, (f.name, f.source, f.error)))
         console.print(table)
 
 
@@ -175,6 +164,341 @@ def info_cmd(problem_name: str, sets: Sequence[str], plugin_dirs: Sequence[str])
     for key, value in problem.metadata.items():
         rows.append((key, str(value)))
     for k, v in rows:
+        table.add_row(escape(k), escape(v))
+    console.print(table)
+
+
+# --------------------------------------------------------------------------- config files
+
+
+def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``--config FILE``: YAML whose keys are the command's long options (e.g. passes: 20)."""
+    if not value:
+        return
+    import yaml
+
+    try:
+        with open(value, encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.BadParameter(f"cannot read {value}: {exc}", param_hint="--config") from None
+    if not isinstance(data, dict):
+        raise click.BadParameter(f"{value}: expected a mapping of options", param_hint="--config")
+    # Keys are the long option names users type (problem, set, plugin-dir, n-jobs…).
+    by_option: dict[str, click.Parameter] = {}
+    for p in ctx.command.params:
+        if isinstance(p, click.Option) and p.name != "config":
+            for opt in p.opts:
+                if opt.startswith("--"):
+                    by_option[opt[2:]] = p
+    defaults = {}
+    for key, v in data.items():
+        opt = by_option.get(str(key)) or by_option.get(str(key).replace("_", "-"))
+        if opt is None:
+            raise click.BadParameter(
+                f"{value}: unknown option {key!r}; options: " + ", ".join(sorted(by_option)),
+                param_hint="--config",
+            )
+        if isinstance(v, list) and not opt.multiple:
+            v = ",".join(str(x) for x in v)
+        defaults[opt.name] = v
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+
+
+config_option = click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False),
+    is_eager=True,
+    expose_value=False,
+    callback=_load_config,
+    help="YAML file of options (keys are the long option names); the command line wins.",
+)
+
+
+# --------------------------------------------------------------------------- compare
+
+
+class RichReporter:
+    """Progress of a comparison: a bar for the grid and one line per finished run."""
+
+    def __init__(self, budget_passes: float | None, quiet: bool = False) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.quiet = quiet
+        self.budget_passes = budget_passes
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err_console,
+            transient=False,
+            disable=quiet,
+        )
+        self.grid_task = None
+        self.run_task = None
+        self.current = None
+        self.failures: list[dict[str, Any]] = []
+
+    def __enter__(self) -> RichReporter:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def message(self, text: str) -> None:
+        if not self.quiet:
+            err_console.print(f"[dim]{escape(text)}[/]")
+
+    def planned(self, plan: Any) -> None:
+        done = len(plan.tasks) - len(plan.pending)
+        self.message(
+            f"{len(plan.tasks)} runs in the grid; {done} already in {plan.out_dir} (kept, not "
+            f"rerun); {len(plan.pending)} to run"
+        )
+        self.grid_task = self.progress.add_task("grid", total=len(plan.pending))
+
+    def checkpoint(self, task: Any, row: dict[str, Any]) -> None:
+        total = self.budget_passes or 1.0
+        if self.current != task.run_id:
+            if self.run_task is not None:
+                self.progress.remove_task(self.run_task)
+            self.run_task = self.progress.add_task(escape(task.label), total=total)
+            self.current = task.run_id
+        sub = row.get("suboptimality")
+        extra = f" P-P*={sub:.3g}" if sub is not None else ""
+        self.progress.update(
+            self.run_task,
+            completed=min(row["effective_passes"], total),
+            description=escape(f"{task.label}{extra}"),
+        )
+
+    def finished(self, summary: dict[str, Any]) -> None:
+        if self.grid_task is not None:
+            self.progress.advance(self.grid_task)
+        status = summary["status"]
+        if status == "failed":
+            self.failures.append(summary)
+            first = (summary.get("error") or "").splitlines()[:1]
+            err_console.print(
+                f"[red]failed[/] {escape(summary['label'])}: "
+                f"{escape(first[0]) if first else 'unknown error'}"
+            )
+        elif not self.quiet:
+            err_console.print(f"{status:>9s} {escape(summary['label'])}")
+
+
+def summary_table(table: Any) -> Table:
+    """Final row of every run: the table printed at the end of ``compare``."""
+    out = Table(title="comparison summary (last checkpoint of every run)")
+    cols = {
+        "problem": "problem",
+        "optimizer": "optimizer",
+        "seed": "seed",
+        "status": "status",
+        "effective_passes": "passes",
+        "oracle_calls": "oracle calls",
+        "time_s": "time (s)",
+        "suboptimality": "P(w) - P*",
+        "duality_gap": "duality gap",
+        "test_error": "test error",
+    }
+    for header in cols.values():
+        out.add_column(header, overflow="fold")
+    if len(table) == 0:
+        return out
+    last = table.sort_values("checkpoint").groupby("run_id", sort=False).tail(1)
+    last = last.sort_values(["problem", "optimizer", "seed"])
+    for _, r in last.iterrows():
+        cells = []
+        for c in cols:
+            v = r[c]
+            if pd.isna(v):
+                cells.append("—")
+            elif isinstance(v, float):
+                cells.append(f"{v:.4g}")
+            else:
+                cells.append(escape(str(v)))
+        out.add_row(*cells)
+    return out
+
+
+def _csv_ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected comma-separated integers") from None
+
+
+@main.command("compare")
+@config_option
+@click.option(
+    "--problem", "problems", required=True, help="Problem name(s) or corpus path, comma-separated."
+)
+@click.option(
+    "--optimizers", required=True, help="Variants, comma-separated; NAME[param=value,...] allowed."
+)
+@click.option("--passes", type=float, default=None, help="Budget in effective passes (default 10).")
+@click.option("--oracle-calls", type=int, default=None, help="Budget in oracle calls.")
+@click.option("--updates", type=int, default=None, help="Budget in parameter updates.")
+@click.option("--seconds", type=float, default=None, help="Budget in optimizer seconds.")
+@click.option("--target-suboptimality", type=float, default=None, help="Stop at P(w)-P* ≤ this.")
+@click.option("--target-gap", type=float, default=None, help="Stop at a duality gap ≤ this.")
+@click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
+@click.option(
+    "--set", "sets", multiple=True, help="NAME.param=value for an optimizer or the problem."
+)
+@click.option(
+    "--checkpoints",
+    default="default",
+    show_default=True,
+    help="'default' (every 0.25 pass, then every pass), 'log', or 'every:X'.",
+)
+@click.option(
+    "--out",
+    default="results",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Results folder (one Parquet file per run).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["serial", "joblib", "dask"]),
+    default="serial",
+    show_default=True,
+)
+@click.option("--n-jobs", type=int, default=None, help="Parallel workers (joblib / LocalCluster).")
+@click.option("--scheduler", default=None, help="Address of a running Dask scheduler.")
+@click.option("--no-optimum", is_flag=True, help="Do not compute P* (no sub-optimality column).")
+@click.option("--retry-failed", is_flag=True, help="Rerun runs stored with status 'failed'.")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+@plugin_dir_option
+def compare_cmd(
+    problems: str,
+    optimizers: str,
+    passes: float | None,
+    oracle_calls: int | None,
+    updates: int | None,
+    seconds: float | None,
+    target_suboptimality: float | None,
+    target_gap: float | None,
+    seeds: str,
+    sets: Sequence[str],
+    checkpoints: str,
+    out: str,
+    backend: str,
+    n_jobs: int | None,
+    scheduler: str | None,
+    no_optimum: bool,
+    retry_failed: bool,
+    quiet: bool,
+    plugin_dirs: Sequence[str],
+) -> None:
+    """Run a grid of problems × optimizers × seeds and store every trace.
+
+    Runs already in --out are kept and not rerun; Ctrl-C keeps finished runs.
+    """
+    from .compare import compare, split_list
+    from .optimizer import ParameterError
+    from .runner import Budget
+
+    problem_list = split_list(problems)
+    overrides = parse_sets(sets)
+    problem_params = {p: overrides.pop(p) for p in list(overrides) if p in problem_list}
+    if all(v is None for v in (passes, oracle_calls, updates, seconds)) and (
+        target_suboptimality is None and target_gap is None
+    ):
+        passes = 10.0
+    try:
+        budget = Budget(
+            passes=passes,
+            oracle_calls=oracle_calls,
+            updates=updates,
+            seconds=seconds,
+            target_suboptimality=target_suboptimality,
+            target_gap=target_gap,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    build_registry(plugin_dirs)  # report broken plugins once, up front
+    reporter = RichReporter(budget.passes, quiet=quiet)
+    try:
+        with reporter:
+            table = compare(
+                problem_list,
+                split_list(optimizers),
+                seeds=_csv_ints(seeds),
+                budget=budget,
+                checkpoints=checkpoints,
+                out=out,
+                backend=backend,
+                n_jobs=n_jobs,
+                scheduler=scheduler,
+                plugin_dirs=plugin_dirs,
+                overrides=overrides,
+                problem_params=problem_params,
+                optimum=not no_optimum,
+                retry_failed=retry_failed,
+                reporter=reporter,
+            )
+    except KeyboardInterrupt:
+        err_console.print(
+            f"[yellow]interrupted[/]: finished runs are kept in {out}; run the same command "
+            "again to resume"
+        )
+        sys.exit(130)
+    except UnknownNameError as exc:
+        raise click.UsageError(str(exc)) from None
+    except ParameterError as exc:
+        raise click.UsageError(str(exc)) from None
+    console.print(summary_table(table))
+    console.print(f"{table['run_id'].nunique()} runs, {len(table)} rows in {out}")
+
+
+@main.command("optimum")
+@click.option("--problem", "problem_name", required=True, help="Problem name or corpus path.")
+@click.option("--set", "sets", multiple=True, help="Problem parameter, e.g. synthetic.n=500.")
+@click.option("--recompute", is_flag=True, help="Ignore the cached value.")
+@click.option(
+    "--tol", type=float, default=1e-10, show_default=True, help="Target certificate gap_P(w)/P(w)."
+)
+@plugin_dir_option
+def optimum_cmd(
+    problem_name: str, sets: Sequence[str], recompute: bool, tol: float, plugin_dirs: Sequence[str]
+) -> None:
+    """Compute (or show the cached) certified reference optimum P* of a problem."""
+    from .optimum import _cache_file, reference_optimum
+
+    reg = build_registry(plugin_dirs)
+    overrides = parse_sets(sets)
+    problem = load_problem_cli(reg, problem_name, overrides.pop(problem_name, {}))
+
+    def progress(it: int, value: float, cert: float) -> None:
+        err_console.print(f"[dim]L-BFGS {it} iterations: P = {value:.10g}, gap_P = {cert:.3g}[/]")
+
+    ref = reference_optimum(problem, recompute=recompute, tol=tol, progress=progress)
+    table = Table(title=f"reference optimum of {problem.name}", show_header=False)
+    table.add_column("quantity")
+    table.add_column("value")
+    for k, v in [
+        ("P*", f"{ref.p_star:.10f}"),
+        ("certificate gap_P(w_ref)", f"{ref.certificate:.3g}"),
+        ("relative certificate", f"{ref.relative_certificate:.3g}"),
+        ("best dual value seen", "—" if ref.best_dual is None else f"{ref.best_dual:.10f}"),
+        ("L-BFGS iterations / evaluations", f"{ref.iterations} / {ref.evaluations}"),
+        ("seconds", f"{ref.seconds:.1f}"),
+        ("λ", f"{ref.lam:.6g}"),
+        ("cache", str(_cache_file(problem))),
+    ]:
         table.add_row(k, v)
     console.print(table)
 
