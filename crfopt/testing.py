@@ -1,0 +1,580 @@
+"""Conformance suite: the promises every optimizer plugin keeps (STYLE.md §4).
+
+Every registered variant — built-in or third-party — is checked on tiny seeded problems.
+Checks are chosen by the variant's declared capabilities, never by its name.
+
+*Contract* checks must pass for every plugin: reproducibility, counting (ALGORITHMS.md
+§2, E10), all inference counted, no mutation of the problem, parameter validation, no
+global RNG, a block of k iterations equal to k single steps, a primal that decreases, a
+feasible dual state, clean behaviour at the end of a budget.
+
+*Quality* checks (convergence on a tiny problem) may be declared expected failures by a
+plugin author, each with a written reason; in strict mode an unexpected pass fails, so
+stale exemptions go.
+
+Use from pytest::
+
+    from crfopt.testing import parametrize_with_checks
+
+    @parametrize_with_checks(["my-sgd"], plugin_dirs=["my_plugins"])
+    def test_my_plugin(optimizer_name, check):
+        check()
+
+or without pytest: ``crfopt.testing.check_optimizer("my-sgd")`` returns one row per
+check with its outcome.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .optimizer import Optimizer, OptimizerSpec, ParameterError
+from .problem import CRFProblem
+from .registry import Registry, get_registry
+from .runner import Budget, run
+from .synthetic import make_synthetic
+
+
+class ConformanceError(AssertionError):
+    """A broken promise; the message starts with the variant name."""
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The variant under test and a factory for fresh instances."""
+
+    name: str
+    spec: OptimizerSpec
+
+    def make(self, problem: CRFProblem, seed: int = 0, **overrides: Any) -> Optimizer:
+        with problem.initialization():
+            return self.spec.create(problem, seed, overrides)
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.spec.capabilities
+
+    def fail(self, promise: str, detail: str) -> ConformanceError:
+        return ConformanceError(f"{self.name}: {promise}: {detail}")
+
+
+# ------------------------------------------------------------------------ tiny problems
+
+
+@functools.cache
+def _tiny(kind: str) -> CRFProblem:
+    if kind == "sparse":
+        return make_synthetic(n=12, labels=3, attributes=10, length=4, density=0.3, seed=11)
+    if kind == "dense":
+        return make_synthetic(
+            n=10, labels=3, attributes=6, length=3, density=0.4, dense=True, seed=12
+        )
+    if kind == "convex":  # strongly convex enough to converge quickly
+        return make_synthetic(
+            n=16, labels=3, attributes=8, length=4, density=0.3, seed=13, lam=0.05
+        )
+    raise KeyError(kind)
+
+
+def fresh(kind: str) -> CRFProblem:
+    """A fresh copy (own counters) of a tiny test problem."""
+    p = _tiny(kind)
+    return p.with_lam(p.lam)
+
+
+@functools.cache
+def _p_star(kind: str) -> float:
+    import scipy.optimize
+
+    p = _tiny(kind)
+    res = scipy.optimize.minimize(
+        p.uncounted.value_and_gradient,
+        p.zeros(),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 10000, "ftol": 0.0, "gtol": 1e-12, "maxcor": 30},
+    )
+    return float(p.uncounted.primal(res.x))
+
+
+def _data_digest(p: CRFProblem) -> str:
+    h = hashlib.sha256()
+    for name, value in p.data._asdict().items():
+        if name == "audit":
+            continue
+        h.update(name.encode())
+        h.update(
+            np.ascontiguousarray(value).tobytes()
+            if isinstance(value, np.ndarray)
+            else repr(value).encode()
+        )
+    h.update(np.asarray(p.truth_features).tobytes())
+    h.update(repr(p.lam).encode())
+    return h.hexdigest()
+
+
+def _counts(p: CRFProblem) -> dict[str, int]:
+    s = p.counters.snapshot()
+    return {
+        "oracle": s.oracle_calls,
+        "forward": s.forward_calls,
+        "updates": s.updates,
+        "iterations": s.iterations,
+        "init_oracle": s.init_oracle_calls,
+        "init_forward": s.init_forward_calls,
+    }
+
+
+def _trace_signature(frame: Any) -> list[tuple[Any, ...]]:
+    cols = [c for c in frame.columns if c != "time_s"]
+    return [
+        tuple(None if _isna(v) else v for v in row) for row in frame[cols].itertuples(index=False)
+    ]
+
+
+def _isna(v: Any) -> bool:
+    try:
+        return bool(v is None or (isinstance(v, float) and math.isnan(v)) or v is _na())
+    except TypeError:
+        return False
+
+
+def _na() -> Any:
+    import pandas as pd
+
+    return pd.NA
+
+
+# ------------------------------------------------------------------------ contract checks
+
+
+def check_reproducible(s: Subject) -> None:
+    """Same seed → identical trace (every column but time) and identical final w."""
+    traces, ws = [], []
+    for _ in range(2):
+        p = fresh("sparse")
+        res = run(p, s.spec, seed=3, budget=Budget(passes=2), checkpoints="every:0.5")
+        traces.append(_trace_signature(res.trace))
+        if res.status == "failed":
+            raise s.fail("runs without error", res.meta.get("error", ""))
+    if traces[0] != traces[1]:
+        raise s.fail("same seed gives the same trace", "two runs with seed 3 differ")
+    for _ in range(2):
+        p = fresh("dense")
+        opt = s.make(p, seed=5)
+        opt.run_block(5)
+        ws.append(np.array(opt.w))
+        opt.close()
+    if not np.array_equal(ws[0], ws[1]):
+        raise s.fail("same seed gives the same weights", "dense problem, 5 iterations")
+
+
+def check_different_seeds_differ(s: Subject) -> None:
+    """Stochastic variants: another seed gives another sequence of iterates."""
+    ws = []
+    for seed in (0, 1):
+        p = fresh("sparse")
+        opt = s.make(p, seed=seed)
+        opt.run_block(p.n)
+        ws.append(np.array(opt.w))
+        opt.close()
+    if np.array_equal(ws[0], ws[1]):
+        raise s.fail("seeds matter", "seeds 0 and 1 gave identical weights after one epoch")
+
+
+def check_block_equals_steps(s: Subject) -> None:
+    """run_block(k) does exactly what k calls of step() do."""
+    p1, p2 = fresh("sparse"), fresh("sparse")
+    a, b = s.make(p1, seed=2), s.make(p2, seed=2)
+    k = 7
+    done = a.run_block(k)
+    for _ in range(done):
+        b.step()
+    try:
+        np.testing.assert_allclose(a.w, b.w, rtol=1e-12, atol=1e-14)
+    except AssertionError as exc:
+        raise s.fail("a block of k iterations equals k steps", str(exc)) from None
+    finally:
+        a.close()
+        b.close()
+    if _counts(p1) != _counts(p2):
+        raise s.fail(
+            "a block of k iterations equals k steps",
+            f"counters differ: {_counts(p1)} vs {_counts(p2)}",
+        )
+
+
+def check_counts_per_iteration(s: Subject) -> None:
+    """Each iteration costs what the variant declares (ALGORITHMS.md §2, E10)."""
+    p = fresh("sparse")
+    opt = s.make(p, seed=1)
+    cost = type(opt).cost
+    unit = p.n if cost.per_pass else 1
+    try:
+        for it in range(3 * p.n if "stochastic" in s.capabilities else 4):
+            before = _counts(p)
+            done = opt.run_block(1)
+            after = _counts(p)
+            if done == 0 and opt.converged:
+                break
+            if done != 1 or after["iterations"] - before["iterations"] != 1:
+                raise s.fail(
+                    "iterations are counted",
+                    f"run_block(1) returned {done}, iterations +"
+                    f"{after['iterations'] - before['iterations']}",
+                )
+            for key, (lo, hi) in (
+                ("oracle", cost.oracle_calls),
+                ("forward", cost.forward_calls),
+                ("updates", cost.updates),
+            ):
+                delta = after[key] - before[key]
+                scale = unit if key != "updates" else 1
+                if delta < lo * scale or (hi is not None and delta > hi * scale):
+                    raise s.fail(
+                        "work per iteration matches the declared cost",
+                        f"iteration {it}: {key} +{delta}, declared [{lo}, {hi}]"
+                        f"{' × n' if scale > 1 else ''}",
+                    )
+                if cost.per_pass and key != "updates" and delta % p.n:
+                    raise s.fail(
+                        "batch work comes in whole passes",
+                        f"iteration {it}: {key} +{delta} with n = {p.n}",
+                    )
+            if after["init_oracle"] != before["init_oracle"]:
+                raise s.fail(
+                    "initialization work is counted apart",
+                    "init_oracle_calls changed after construction",
+                )
+    finally:
+        opt.close()
+
+
+def check_inference_is_counted(s: Subject) -> None:
+    """Every forward–backward the optimizer runs goes through a counted entry point."""
+    p = fresh("sparse")
+    before_audit = int(p.data.audit[0])
+    opt = s.make(p, seed=0)
+    opt.run_block(2 * p.n if "stochastic" in s.capabilities else 3)
+    opt.w  # noqa: B018
+    opt.close()
+    audited = int(p.data.audit[0]) - before_audit
+    c = _counts(p)
+    counted = c["oracle"] + c["forward"] + c["init_oracle"] + c["init_forward"]
+    if audited != counted:
+        raise s.fail(
+            "all inference goes through counted oracles",
+            f"{audited} forward–backward executions but {counted} counted calls",
+        )
+
+
+def check_problem_unchanged(s: Subject) -> None:
+    """Running changes nothing in the problem but its counters."""
+    p = fresh("sparse")
+    digest = _data_digest(p)
+    opt = s.make(p, seed=0)
+    opt.run_block(p.n)
+    opt.close()
+    if _data_digest(p) != digest:
+        raise s.fail("the problem is not mutated", "data, features or λ changed")
+
+
+def check_rejects_unknown_parameter(s: Subject) -> None:
+    """An unknown parameter is an error that lists the valid ones."""
+    try:
+        s.spec.resolve({"no_such_parameter_xyz": 1})
+    except ParameterError as exc:
+        msg = str(exc)
+        missing = [k for k in s.spec.cls.parameters if k not in msg]
+        if "no_such_parameter_xyz" not in msg or missing:
+            raise s.fail("parameter errors list the valid names", msg) from None
+    else:
+        raise s.fail("unknown parameters are rejected", "no error for no_such_parameter_xyz")
+    for name, param in s.spec.cls.parameters.items():
+        if param.type in (int, float):
+            try:
+                s.spec.resolve({name: "not-a-number"})
+            except ParameterError:
+                continue
+            raise s.fail("ill-typed parameters are rejected", f"{name}='not-a-number' accepted")
+
+
+def check_no_global_rng(s: Subject) -> None:
+    """No use of NumPy's or Python's global random state (ALGORITHMS.md §3.0)."""
+    np.random.seed(12345)
+    random.seed(12345)
+    np_state = np.random.get_state()[1].copy()
+    py_state = random.getstate()
+    p = fresh("sparse")
+    opt = s.make(p, seed=0)
+    opt.run_block(p.n)
+    w1 = np.array(opt.w)
+    opt.close()
+    if not np.array_equal(np.random.get_state()[1], np_state) or random.getstate() != py_state:
+        raise s.fail("no global RNG", "the global random state was consumed")
+    np.random.seed(999)
+    random.seed(999)
+    p = fresh("sparse")
+    opt = s.make(p, seed=0)
+    opt.run_block(p.n)
+    w2 = np.array(opt.w)
+    opt.close()
+    if not np.array_equal(w1, w2):
+        raise s.fail("no global RNG", "results depend on the global seed")
+
+
+def check_primal_decreases(s: Subject) -> None:
+    """On a tiny strongly convex problem the objective falls, on average."""
+    p = fresh("convex")
+    res = run(p, s.spec, seed=0, budget=Budget(passes=10), checkpoints="every:1")
+    if res.status == "failed":
+        raise s.fail("runs without error", res.meta.get("error", ""))
+    primal = res.trace["primal"].astype(float).to_numpy()
+    primal = primal[np.isfinite(primal)]
+    if len(primal) < 3:
+        raise s.fail("the objective decreases", f"only {len(primal)} finite checkpoints")
+    third = max(1, len(primal) // 3)
+    if not (primal[-1] < primal[0] and primal[-third:].mean() < primal[:third].mean()):
+        raise s.fail("the objective decreases", f"P went {primal[0]:.6g} → {primal[-1]:.6g}")
+
+
+def check_dual_state(s: Subject) -> None:
+    """Dual variables are consistent marginals, w = ŵ(μ), and the true gap is ≥ 0."""
+    p = fresh("sparse")
+    opt = s.make(p, seed=0)
+    try:
+        opt.run_block(p.n)
+        mu = opt.dual_state()
+        if mu is None:
+            raise s.fail("has_dual variants expose dual_state()", "got None")
+        ln = np.asarray(mu.log_nodes, dtype=float)
+        le = np.asarray(mu.log_edges, dtype=float)
+        if ln.max(initial=-np.inf) > 1e-12 or le.max(initial=-np.inf) > 1e-12:
+            raise s.fail("dual marginals are probabilities", "a log-marginal is positive")
+        nodes = np.exp(ln)
+        if not np.allclose(nodes.sum(axis=1), 1.0, atol=1e-8):
+            raise s.fail(
+                "node marginals sum to one", f"max error {abs(nodes.sum(1) - 1).max():.3g}"
+            )
+        offs = p.data.offsets
+        for i in range(p.n):
+            lo, hi = int(offs[i]), int(offs[i + 1])
+            edges = np.exp(le[lo - i : hi - i - 1])
+            for t in range(hi - lo - 1):
+                if not (
+                    np.allclose(edges[t].sum(axis=1), nodes[lo + t], atol=1e-8)
+                    and np.allclose(edges[t].sum(axis=0), nodes[lo + t + 1], atol=1e-8)
+                ):
+                    raise s.fail("edge and node marginals are consistent", f"sequence {i}, t={t}")
+        w_hat = p.conjugate_weights(mu)
+        w = np.asarray(opt.w)
+        if not np.allclose(w, w_hat, rtol=1e-6, atol=1e-8 * max(1.0, np.abs(w_hat).max())):
+            raise s.fail("w = ŵ(μ)", f"max difference {np.abs(w - w_hat).max():.3g}")
+        gap = p.uncounted.primal(w) - p.dual(mu)
+        if gap < -1e-10:
+            raise s.fail("the duality gap is ≥ 0", f"gap = {gap:.3g}")
+        dv = opt.dual_value()
+        if dv is not None and not math.isclose(dv, p.dual(mu), rel_tol=1e-6, abs_tol=1e-9):
+            raise s.fail("the incremental dual value is D(μ)", f"{dv} vs {p.dual(mu)}")
+    finally:
+        opt.close()
+
+
+def check_gap_estimate(s: Subject) -> None:
+    """A declared gap estimate is a finite non-negative number."""
+    p = fresh("sparse")
+    opt = s.make(p, seed=0)
+    opt.run_block(p.n)
+    g = opt.gap_estimate()
+    opt.close()
+    if g is None or not math.isfinite(g) or g < 0:
+        raise s.fail("gap_estimate() is finite and ≥ 0", f"got {g!r}")
+
+
+def check_budget_end(s: Subject) -> None:
+    """The runner stops cleanly at the budget; counters and time never go backwards."""
+    for budget in (
+        Budget(passes=1.5),
+        Budget(passes=None, updates=5),
+        Budget(passes=None, oracle_calls=30),
+    ):
+        p = fresh("sparse")
+        res = run(p, s.spec, seed=0, budget=budget)
+        if res.status not in ("budget", "converged"):
+            raise s.fail(
+                "ends with status budget",
+                f"{budget.as_dict()}: {res.status} {res.meta.get('error_summary', '')}",
+            )
+        t = res.trace
+        for col in ("oracle_calls", "forward_calls", "updates", "iterations", "time_s"):
+            vals = t[col].astype(float).to_numpy()
+            if np.any(np.diff(vals) < 0):
+                raise s.fail("traces are monotone", f"{col} decreases")
+        last = t.iloc[-1]
+        reached = {
+            "effective_passes": budget.passes,
+            "updates": budget.updates,
+            "oracle_calls": budget.oracle_calls,
+        }
+        for col, limit in reached.items():
+            if limit is not None and res.status == "budget" and last[col] < limit - 1e-9:
+                raise s.fail("runs until the budget", f"stopped at {col} = {last[col]} < {limit}")
+        if (t["status"].iloc[:-1] != "running").any():
+            raise s.fail("only the last row carries the final status", str(list(t["status"])))
+
+
+# ------------------------------------------------------------------------ quality checks
+
+
+def check_converges_on_tiny_problem(s: Subject, tol: float = 1e-6, passes: float = 200) -> None:
+    """Reaches (P - P*)/P(0) ≤ 1e-6 within 200 passes on a tiny well-conditioned problem."""
+    p = fresh("convex")
+    p_star = _p_star("convex")
+    res = run(
+        p,
+        s.spec,
+        seed=0,
+        budget=Budget(passes=passes, target_suboptimality=tol * p.primal_at_zero()),
+        p_star=p_star,
+        checkpoints="every:2",
+    )
+    sub = res.trace["suboptimality"].astype(float).min()
+    if not sub <= tol * p.primal_at_zero():
+        raise s.fail(
+            "converges on a tiny problem",
+            f"best (P-P*)/P(0) = {sub / p.primal_at_zero():.3g} after {passes} passes "
+            f"(wanted ≤ {tol:g})",
+        )
+
+
+CONTRACT_CHECKS: tuple[Callable[[Subject], None], ...] = (
+    check_reproducible,
+    check_block_equals_steps,
+    check_counts_per_iteration,
+    check_inference_is_counted,
+    check_problem_unchanged,
+    check_rejects_unknown_parameter,
+    check_no_global_rng,
+    check_primal_decreases,
+    check_budget_end,
+)
+CAPABILITY_CHECKS: dict[str, tuple[Callable[[Subject], None], ...]] = {
+    "stochastic": (check_different_seeds_differ,),
+    "has_dual": (check_dual_state,),
+    "gap_estimate": (check_gap_estimate,),
+}
+QUALITY_CHECKS: tuple[Callable[[Subject], None], ...] = (check_converges_on_tiny_problem,)
+
+
+def checks_for(spec: OptimizerSpec) -> list[tuple[str, Callable[[Subject], None]]]:
+    """(category, check) pairs applicable to a variant, chosen by its capabilities."""
+    out = [("contract", c) for c in CONTRACT_CHECKS]
+    for cap, extra in CAPABILITY_CHECKS.items():
+        if cap in spec.capabilities:
+            out.extend(("contract", c) for c in extra)
+    out.extend(("quality", c) for c in QUALITY_CHECKS)
+    return out
+
+
+def _registry(plugin_dirs: Sequence[str]) -> Registry:
+    return get_registry(plugin_dirs)
+
+
+def check_optimizer(
+    name: str,
+    *,
+    plugin_dirs: Sequence[str] = (),
+    expected_failed_checks: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """Run every applicable check on one variant without pytest.
+
+    Returns rows ``{"check", "category", "outcome", "message"}`` with outcome ``passed``,
+    ``failed``, ``xfail`` (an expected failure, with its reason) or ``xpass``.
+    """
+    spec = _registry(plugin_dirs).optimizer(name)
+    subject = Subject(name, spec)
+    expected = dict(expected_failed_checks or {})
+    rows = []
+    for category, check in checks_for(spec):
+        try:
+            check(subject)
+        except AssertionError as exc:
+            outcome = "xfail" if check.__name__ in expected else "failed"
+            rows.append(
+                {
+                    "check": check.__name__,
+                    "category": category,
+                    "outcome": outcome,
+                    "message": str(exc),
+                }
+            )
+        else:
+            outcome = "xpass" if check.__name__ in expected else "passed"
+            rows.append(
+                {
+                    "check": check.__name__,
+                    "category": category,
+                    "outcome": outcome,
+                    "message": expected.get(check.__name__, ""),
+                }
+            )
+    return rows
+
+
+def parametrize_with_checks(
+    names: Iterable[str] | None = None,
+    *,
+    plugin_dirs: Sequence[str] = (),
+    expected_failed_checks: Mapping[str, Mapping[str, str]] | None = None,
+) -> Any:
+    """A pytest ``parametrize`` decorator over (variant, check) pairs.
+
+    Parameters
+    ----------
+    names : iterable of str, optional
+        Variants to check; default: every registered optimizer.
+    plugin_dirs : sequence of paths
+        Where to find third-party plugin files.
+    expected_failed_checks : {variant: {check name: reason}}
+        Quality checks a variant is known to fail, each with its reason; contract
+        checks cannot be exempted. Expected failures are strict: if one passes, the
+        test fails so that the exemption is removed.
+
+    The decorated test receives ``optimizer_name`` and ``check``; call ``check()``.
+    Test ids read ``sdca-gap-check_counts_per_iteration``.
+    """
+    import pytest
+
+    reg = _registry(plugin_dirs)
+    selected = sorted(reg.optimizers) if names is None else list(names)
+    expected = {k: dict(v) for k, v in (expected_failed_checks or {}).items()}
+    params = []
+    for name in selected:
+        spec = reg.optimizer(name)
+        subject = Subject(name, spec)
+        for category, check in checks_for(spec):
+            marks = []
+            reason = expected.get(name, {}).get(check.__name__)
+            if reason is not None:
+                if category != "quality":
+                    raise ValueError(
+                        f"{name}: {check.__name__} is a contract check and cannot be exempted"
+                    )
+                marks.append(pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError))
+            params.append(
+                pytest.param(
+                    name,
+                    functools.partial(check, subject),
+                    id=f"{name}-{check.__name__}",
+                    marks=marks,
+                )
+            )
+    return pytest.mark.parametrize(("optimizer_name", "check"), params)

@@ -1,0 +1,327 @@
+"""Comparisons end to end: files on disk, resuming, crashes, backends, failing plugins."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from docs_examples import write_sgd_plugin
+
+import crfopt
+from crfopt.cli import main
+from crfopt.results import COLUMNS, result_files
+
+SCRIPTED = '''
+"""Test plugin: a stochastic method that can sleep or raise, for grid tests."""
+import time
+import crfopt
+
+class Scripted(crfopt.Optimizer):
+    """Gradient steps; optional sleep per step and failure at an iteration."""
+    parameters = {
+        "sleep": crfopt.Param(0.0, float, "seconds to sleep per step"),
+        "raise_at": crfopt.Param(-1, int, "raise at this iteration (-1: never)"),
+    }
+    capabilities = frozenset({"stochastic"})
+
+    def setup(self):
+        self._w = self.problem.zeros()
+        self._it = 0
+
+    @property
+    def w(self):
+        return self._w
+
+    def step(self):
+        i = int(self.rng.integers(self.problem.n))
+        g = self.problem.oracle(i, self._w, gradient=True).gradient.to_dense(self.problem)
+        self._w -= 0.05 * (g + self.problem.lam * self._w)
+        self._it += 1
+        if self._it == self.params["raise_at"]:
+            raise RuntimeError("scripted failure in step")
+        if self.params["sleep"]:
+            time.sleep(self.params["sleep"])
+        self.count(iterations=1, updates=1)
+
+@crfopt.hookimpl
+def crfopt_register_optimizers():
+    return [crfopt.OptimizerSpec("scripted", Scripted, summary="test plugin", reference="tests")]
+'''
+
+
+@pytest.fixture
+def plugin_dir(tmp_path):
+    d = tmp_path / "plugins"
+    d.mkdir()
+    (d / "scripted.py").write_text(textwrap.dedent(SCRIPTED), encoding="utf-8")
+    write_sgd_plugin(d)
+    return d
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def invoke(*args):
+    res = CliRunner().invoke(main, [str(a) for a in args])
+    return res
+
+
+def test_compare_writes_parquet_and_resumes(tmp_path):
+    out = tmp_path / "res"
+    t0 = time.perf_counter()
+    res = invoke(
+        "compare",
+        "--problem",
+        "synthetic",
+        "--optimizers",
+        "lbfgs",
+        "--passes",
+        5,
+        "--out",
+        out,
+        "--seeds",
+        "0,1",
+    )
+    first = time.perf_counter() - t0
+    assert res.exit_code == 0, res.output
+    files = result_files(out)
+    assert len(files) == 2  # one file per (optimizer, seed)
+    mtimes = {f: f.stat().st_mtime_ns for f in files}
+    table = crfopt.read_results(out)
+    assert list(table.columns[: len(COLUMNS)]) == list(COLUMNS)
+    assert table["status"].iloc[-1] == "budget"
+    assert table["suboptimality"].notna().all()  # P* computed and cached
+    t0 = time.perf_counter()
+    res = invoke(
+        "compare",
+        "--problem",
+        "synthetic",
+        "--optimizers",
+        "lbfgs",
+        "--passes",
+        5,
+        "--out",
+        out,
+        "--seeds",
+        "0,1",
+    )
+    second = time.perf_counter() - t0
+    assert res.exit_code == 0
+    assert {f: f.stat().st_mtime_ns for f in result_files(out)} == mtimes
+    print(f"first run {first:.2f} s, rerun {second:.2f} s")
+
+
+def test_python_api_same_as_cli(tmp_path, plugin_dir):
+    table = crfopt.compare(
+        "synthetic",
+        "my-sgd,lbfgs",
+        seeds=[0, 1],
+        passes=2,
+        out=tmp_path / "api",
+        plugin_dirs=[str(plugin_dir)],
+        overrides={"my-sgd": {"step_size": 0.05}},
+    )
+    assert table["run_id"].nunique() == 4
+    assert set(table["optimizer"]) == {"lbfgs", "my-sgd[step_size=0.05]"}
+    assert table.groupby("run_id")["status"].last().eq("budget").all()
+
+
+def test_failing_plugin_leaves_other_runs_intact(tmp_path, plugin_dir):
+    out = tmp_path / "fail"
+    res = invoke(
+        "compare",
+        "--problem",
+        "synthetic",
+        "--optimizers",
+        "scripted[raise_at=30],lbfgs,my-sgd",
+        "--passes",
+        2,
+        "--out",
+        out,
+        "--plugin-dir",
+        plugin_dir,
+    )
+    assert res.exit_code == 0, res.output
+    assert "scripted failure in step" in res.output
+    table = crfopt.read_results(out)
+    final = table.groupby("optimizer")["status"].last().to_dict()
+    assert final == {"scripted[raise_at=30]": "failed", "lbfgs": "budget", "my-sgd": "budget"}
+    failed_id = table.loc[table["status"] == "failed", "run_id"].iloc[0]
+    assert "scripted failure in step" in table.attrs["runs"][failed_id]["error"]
+    # failed runs are kept, and rerun only when asked
+    before = {f.name: f.stat().st_mtime_ns for f in result_files(out)}
+    invoke(
+        "compare",
+        "--problem",
+        "synthetic",
+        "--optimizers",
+        "scripted[raise_at=30],lbfgs,my-sgd",
+        "--passes",
+        2,
+        "--out",
+        out,
+        "--plugin-dir",
+        plugin_dir,
+        "--retry-failed",
+    )
+    after = {f.name: f.stat().st_mtime_ns for f in result_files(out)}
+    changed = {k for k in before if before[k] != after[k]}
+    assert changed == {f"run-{failed_id}.parquet"}
+
+
+def test_plugin_broken_at_import_does_not_stop_compare(tmp_path, plugin_dir):
+    (plugin_dir / "zz_broken.py").write_text("raise ImportError('no such dependency')\n")
+    res = invoke(
+        "compare",
+        "--problem",
+        "synthetic",
+        "--optimizers",
+        "lbfgs",
+        "--passes",
+        1,
+        "--out",
+        tmp_path / "o",
+        "--plugin-dir",
+        plugin_dir,
+    )
+    assert res.exit_code == 0
+    assert "zz_broken" in res.output and "no such dependency" in res.output
+
+
+def test_usage_errors(tmp_path):
+    res = invoke("compare", "--problem", "synthetic", "--optimizers", "lbfgz", "--out", tmp_path)
+    assert res.exit_code == 2 and "Did you mean lbfgs" in res.output
+    res = invoke(
+        "compare",
+        "--problem",
+        "synthetic",
+        "--optimizers",
+        "lbfgs",
+        "--set",
+        "lbfgs.memory=many",
+        "--out",
+        tmp_path,
+    )
+    assert res.exit_code == 2 and "expects int" in res.output
+    res = invoke(
+        "compare",
+        "--problem",
+        "synthetic",
+        "--optimizers",
+        "lbfgs",
+        "--set",
+        "lbfgs.memori=3",
+        "--out",
+        tmp_path,
+    )
+    assert res.exit_code == 2 and "valid parameters: max_line_search, memory" in res.output
+    res = invoke("compare", "--problem", "nope", "--optimizers", "lbfgs", "--out", tmp_path)
+    assert res.exit_code == 2 and "Registered problems" in res.output
+    res = invoke(
+        "compare",
+        "--problem",
+        "synthetic",
+        "--optimizers",
+        "lbfgs",
+        "--passes",
+        -1,
+        "--out",
+        tmp_path,
+    )
+    assert res.exit_code == 2
+
+
+def test_config_file(tmp_path):
+    cfg = tmp_path / "grid.yaml"
+    cfg.write_text(
+        "problem: synthetic\noptimizers: [lbfgs]\npasses: 2\nseeds: [0]\n"
+        "set: [synthetic.n=30]\nquiet: true\n"
+    )
+    res = invoke("compare", "--config", cfg, "--out", tmp_path / "c")
+    assert res.exit_code == 0, res.output
+    table = crfopt.read_results(tmp_path / "c")
+    assert table["effective_passes"].max() == 2
+    meta = next(iter(table.attrs["runs"].values()))
+    assert meta["config"]["problem"]["params"] == {"n": 30}
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("pases: 2\n")
+    res = invoke("compare", "--config", bad, "--problem", "synthetic", "--optimizers", "lbfgs")
+    assert res.exit_code == 2 and "unknown option 'pases'" in res.output
+
+
+def _strip_time(df: pd.DataFrame) -> pd.DataFrame:
+    return df.drop(columns=["time_s"]).sort_values(["run_id", "checkpoint"]).reset_index(drop=True)
+
+
+def test_backends_give_identical_tables(tmp_path, plugin_dir):
+    kwargs = dict(
+        seeds=[0, 1],
+        passes=2,
+        plugin_dirs=[str(plugin_dir)],
+        problem_params={"synthetic": {"n": 40}},
+    )
+    tables = {}
+    for backend in ("serial", "joblib", "dask"):
+        tables[backend] = crfopt.compare(
+            "synthetic",
+            "my-sgd,lbfgs",
+            out=tmp_path / backend,
+            backend=backend,
+            n_jobs=2,
+            **kwargs,
+        )
+    ref = _strip_time(tables["serial"])
+    assert ref["run_id"].nunique() == 4
+    for backend in ("joblib", "dask"):
+        pd.testing.assert_frame_equal(_strip_time(tables[backend]), ref)
+
+
+def test_sigkill_mid_grid_then_resume(tmp_path, plugin_dir):
+    """Kill the whole comparison with SIGKILL after the first run is written; rerun."""
+    out = tmp_path / "killed"
+    cmd = [
+        sys.executable,
+        "-m",
+        "crfopt",
+        "compare",
+        "--problem",
+        "synthetic",
+        "--optimizers",
+        "scripted[sleep=0.004]",
+        "--seeds",
+        "0,1,2,3",
+        "--passes",
+        "2",
+        "--out",
+        str(out),
+        "--plugin-dir",
+        str(plugin_dir),
+        "--quiet",
+        "--no-optimum",
+    ]
+    env = {**os.environ, "CRFOPT_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while time.time() < deadline and not result_files(out):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    kept = {f.name: f.stat().st_mtime_ns for f in result_files(out)}
+    assert 1 <= len(kept) < 4, "the kill should land mid-grid"
+    table = crfopt.read_results(out)  # no partial file is ever read
+    assert table["run_id"].nunique() == len(kept)
+    subprocess.run(cmd, env=env, check=True, capture_output=True)
+    final = {f.name: f.stat().st_mtime_ns for f in result_files(out)}
+    assert len(final) == 4
+    assert all(final[name] == mtime for name, mtime in kept.items())  # nothing recomputed
+    table = crfopt.read_results(out)
+    assert table.groupby("run_id")["status"].last().eq("budget").all()

@@ -1,0 +1,178 @@
+"""The runner: schedules, budgets, statuses, timing and counting around the optimizer."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import crfopt
+from crfopt.results import COLUMNS
+from crfopt.runner import Budget, Schedule, run
+
+
+class _Scripted(crfopt.Optimizer):
+    """Test double: a stochastic method whose behaviour is set by parameters."""
+
+    parameters = {
+        "mode": crfopt.Param(
+            "ok", str, "ok | nan | raise | slow", choices=("ok", "nan", "raise", "slow")
+        ),
+        "fail_at": crfopt.Param(5, int, "iteration at which nan/raise happens"),
+    }
+    capabilities = frozenset({"stochastic"})
+
+    def setup(self):
+        self._w = self.problem.zeros()
+        self._it = 0
+
+    @property
+    def w(self):
+        return self._w
+
+    def step(self):
+        i = int(self.rng.integers(self.problem.n))
+        g = self.problem.oracle(i, self._w, gradient=True).gradient.to_dense(self.problem)
+        self._w -= 0.05 * (g + self.problem.lam * self._w)
+        self._it += 1
+        if self._it >= self.params["fail_at"]:
+            if self.params["mode"] == "nan":
+                self._w[0] = np.nan
+            elif self.params["mode"] == "raise":
+                raise RuntimeError("scripted failure")
+        if self.params["mode"] == "slow":
+            time.sleep(0.001)
+        self.count(iterations=1, updates=1)
+
+
+SPEC = crfopt.OptimizerSpec("scripted", _Scripted, summary="test double", reference="tests")
+
+
+@pytest.fixture
+def problem():
+    p = crfopt.make_synthetic(n=20, seed=2)
+    return p.with_lam(p.lam)
+
+
+def test_default_schedule():
+    s = Schedule("default")
+    pts = [0.0]
+    while pts[-1] < 4:
+        pts.append(s.next_after(pts[-1]))
+    assert pts == [0.0, 0.25, 0.5, 0.75, 1.0, 2.0, 3.0, 4.0]
+    assert Schedule("every:0.5").next_after(1.0) == 1.5
+    log = Schedule("log")
+    x, seen = 0.0, []
+    for _ in range(30):
+        x = log.next_after(x)
+        seen.append(x)
+    assert seen[0] == 0.1 and np.all(np.diff(seen) > 0) and np.max(np.diff(seen)) <= 5.0 + 1e-9
+    assert Schedule([0.5, 2]).next_after(2) == np.inf
+    with pytest.raises(ValueError, match="unknown checkpoint schedule"):
+        Schedule("weekly")
+
+
+def test_budget_validation():
+    with pytest.raises(ValueError, match="positive"):
+        Budget(passes=-1)
+    with pytest.raises(ValueError, match="at least one"):
+        Budget(passes=None)
+
+
+def test_trace_has_schema_and_checkpoints(problem):
+    res = run(problem, SPEC, budget=Budget(passes=3))
+    t = res.trace
+    assert list(t.columns) == list(COLUMNS)
+    assert res.status == "budget"
+    assert list(t["effective_passes"]) == [0.0, 0.25, 0.5, 0.75, 1.0, 2.0, 3.0]
+    assert (t["oracle_calls"] == t["iterations"]).all()
+    assert list(t["status"]) == ["running"] * 6 + ["budget"]
+    assert t["suboptimality"].isna().all()  # no P* given
+    assert t["dual"].isna().all() and t["gap_estimate"].isna().all()  # a primal method
+
+
+def test_time_excludes_evaluation(problem, monkeypatch):
+    """Evaluation is slowed down artificially; time_s must not see it."""
+    import crfopt.runner as runner_mod
+
+    real = runner_mod.evaluate
+
+    def slow_eval(*a, **k):
+        time.sleep(0.05)
+        return real(*a, **k)
+
+    monkeypatch.setattr(runner_mod, "evaluate", slow_eval)
+    t0 = time.perf_counter()
+    res = run(problem, SPEC, budget=Budget(passes=2))
+    wall = time.perf_counter() - t0
+    n_eval = len(res.trace)
+    assert wall > 0.05 * n_eval
+    assert res.trace["time_s"].iloc[-1] < wall - 0.05 * n_eval + 0.01
+
+
+def test_evaluation_is_not_counted(problem):
+    res = run(problem, SPEC, budget=Budget(passes=1))
+    last = res.trace.iloc[-1]
+    assert last["oracle_calls"] == problem.n  # exactly one pass of the optimizer's own calls
+    assert res.meta["final_counters"]["oracle_calls"] == problem.n
+
+
+def test_diverged(problem):
+    res = run(problem, SPEC, params={"mode": "nan", "fail_at": 7}, budget=Budget(passes=3))
+    assert res.status == "diverged"
+    assert res.trace["status"].iloc[-1] == "diverged"
+    assert res.trace["primal"].iloc[-1] is crfopt.results.pd.NA or np.isnan(
+        float(res.trace["primal"].astype(float).iloc[-1])
+    )
+
+
+def test_failed_keeps_rows_and_traceback(problem):
+    res = run(problem, SPEC, params={"mode": "raise", "fail_at": 30}, budget=Budget(passes=3))
+    assert res.status == "failed"
+    assert len(res.trace) >= 2  # checkpoints before the failure are kept
+    assert "scripted failure" in res.meta["error"]
+    assert res.trace["status"].iloc[-1] == "failed"
+
+
+def test_failure_in_constructor(problem):
+    class Broken(_Scripted):
+        """Fails at construction."""
+
+        def setup(self):
+            raise ValueError("no setup")
+
+    spec = crfopt.OptimizerSpec("broken", Broken, summary="x", reference="x")
+    res = run(problem, spec, budget=Budget(passes=1))
+    assert res.status == "failed" and "no setup" in res.meta["error"]
+    assert len(res.trace) == 1
+
+
+def test_targets_and_other_budgets(problem):
+    ref = crfopt.reference_optimum(problem)
+    res = run(
+        problem, "lbfgs", p_star=ref.p_star, budget=Budget(passes=200, target_suboptimality=1e-3)
+    )
+    assert res.status == "converged"
+    assert res.trace["suboptimality"].iloc[-1] <= 1e-3
+    res = run(problem, SPEC, budget=Budget(updates=7))
+    assert res.trace["updates"].iloc[-1] == 7
+    res = run(problem, SPEC, budget=Budget(oracle_calls=33))
+    assert res.trace["oracle_calls"].iloc[-1] == 33
+    res = run(problem, SPEC, params={"mode": "slow"}, budget=Budget(seconds=0.05, passes=100))
+    assert res.status == "budget" and res.trace["effective_passes"].iloc[-1] < 100
+    with pytest.raises(ValueError, match="p_star"):
+        run(problem, SPEC, budget=Budget(target_suboptimality=1e-3))
+
+
+def test_unknown_parameter_is_rejected_before_running(problem):
+    with pytest.raises(crfopt.ParameterError, match="valid parameters: fail_at, mode"):
+        run(problem, SPEC, params={"modee": "ok"})
+    with pytest.raises(crfopt.ParameterError, match="must be one of"):
+        run(problem, SPEC, params={"mode": "fast"})
+
+
+def test_counters_reset_between_runs(problem):
+    run(problem, SPEC, budget=Budget(passes=1))
+    res = run(problem, SPEC, budget=Budget(passes=1))
+    assert res.trace["oracle_calls"].iloc[0] == 0
