@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import kernels
+from . import dual, kernels, samplers
 from ._data import KernelData, Sequences
 from ._jit import JIT_ENABLED, jit, prange
 from ._version import __version__
@@ -22,6 +22,7 @@ from .problem import (
 from .registry import ProblemSpec, Registry, get_registry, load_problem
 from .results import read_results
 from .runner import Budget, RunResult, Schedule, run
+from .samplers import Sampler
 from .synthetic import make_synthetic
 
 __all__ = [
@@ -45,11 +46,13 @@ __all__ = [
     "ReferenceOptimum",
     "Registry",
     "RunResult",
+    "Sampler",
     "Schedule",
     "Sequences",
     "WeightBlocks",
     "__version__",
     "compare",
+    "dual",
     "get_registry",
     "hookimpl",
     "hookspec",
@@ -61,4 +64,5 @@ __all__ = [
     "read_results",
     "reference_optimum",
     "run",
+    "samplers",
 ]

@@ -634,8 +634,10 @@ class CRFProblem:
 
     def _check_dual(self, mu: DualMarginals) -> tuple[np.ndarray, np.ndarray]:
         K = self._n_labels
-        ln = np.ascontiguousarray(mu.log_nodes, dtype=np.float64)
-        le = np.ascontiguousarray(mu.log_edges, dtype=np.float64)
+        # float32 storage is read as is (no float64 copy of a multi-GiB dual).
+        dtype = np.float32 if mu.log_nodes.dtype == np.float32 else np.float64
+        ln = np.ascontiguousarray(mu.log_nodes, dtype=dtype)
+        le = np.ascontiguousarray(mu.log_edges, dtype=dtype)
         if ln.shape != (self.n_tokens, K) or le.shape != (self.n_tokens - self.n, K, K):
             raise ValueError("dual marginals do not match this problem's shape")
         return ln, le

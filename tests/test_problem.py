@@ -292,3 +292,44 @@ def test_bad_input_is_a_clear_error():
         p.primal(np.zeros(3))
     with pytest.raises(IndexError):
         p.oracle(5, p.zeros())
+
+
+@pytest.mark.parametrize("init", ["gibbs", "mixture", "uniform"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_initial_duals_are_consistent_marginals(init, dtype, small_sparse):
+    from crfopt.dual import initial_dual
+
+    p = small_sparse.with_lam(small_sparse.lam)
+    mu = initial_dual(p, init, dtype=dtype)
+    assert mu.log_nodes.dtype == dtype
+    nodes = np.exp(mu.log_nodes.astype(float))
+    np.testing.assert_allclose(nodes.sum(axis=1), 1.0, atol=1e-6 if dtype == np.float32 else 1e-12)
+    for i in (0, 3, 7):
+        ln, le = mu.sequence(i)
+        e = np.exp(le.astype(float))
+        for t in range(len(le)):
+            np.testing.assert_allclose(e[t].sum(axis=1), np.exp(ln[t].astype(float)), atol=1e-6)
+    # gibbs costs one oracle call per sequence; the others none
+    assert p.counters.oracle_calls == (p.n if init == "gibbs" else 0)
+    if init == "gibbs":  # close to the truth: off-truth node mass ~ (K-1) e^-20 or less
+        truth_mass = nodes[np.arange(p.n_tokens), p.labels]
+        assert truth_mass.min() > 1 - (p.n_labels - 1) * np.exp(-9)
+    gap = p.duality_gap(mu=mu)  # evaluation works on float32 without a float64 copy
+    assert np.isfinite(gap) and gap >= -1e-6
+
+
+def test_log_mix_is_exact_at_the_ends():
+    from crfopt.dual import log_mix
+
+    a = np.log(np.array([0.2, 0.8]))
+    b = np.log(np.array([0.6, 0.4]))
+    out = np.empty(2)
+    log_mix(a, b, 0.0, out)
+    assert np.array_equal(out, a)
+    log_mix(a, b, 1.0, out)
+    assert np.array_equal(out, b)
+    log_mix(a, b, 0.25, out)
+    np.testing.assert_allclose(np.exp(out), 0.75 * np.exp(a) + 0.25 * np.exp(b), rtol=1e-15)
+    tiny = np.array([-800.0, 0.0])
+    log_mix(tiny, tiny - 1.0, 0.5, out)  # no underflow to -inf
+    np.testing.assert_allclose(out, np.log(0.5 + 0.5 * np.exp(-1.0)) + tiny)
