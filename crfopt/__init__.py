@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import dual, kernels, samplers
+from . import dual, kernels, samplers, vmath
 from ._data import KernelData, Sequences
 from ._jit import JIT_ENABLED, jit, prange
 from ._version import __version__
@@ -65,4 +65,5 @@ __all__ = [
     "reference_optimum",
     "run",
     "samplers",
+    "vmath",
 ]

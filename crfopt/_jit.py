@@ -26,15 +26,44 @@ if JIT_ENABLED:
 
     prange = numba.prange
 
-    def jit(func: F | None = None, *, parallel: bool = False, cache: bool = True) -> Any:
-        """Compile ``func`` in nopython mode (``numba.njit``) unless the JIT is disabled."""
-        decorator = numba.njit(parallel=parallel, cache=cache, nogil=True)
+    # Reassociation and contraction let LLVM vectorize reductions over labels; the flags
+    # that assume no NaN/inf stay off, so divergence still shows up as NaN.
+    SAFE_FASTMATH = frozenset({"contract", "reassoc", "nsz", "arcp"})
+
+    def jit(
+        func: F | None = None,
+        *,
+        parallel: bool = False,
+        cache: bool = True,
+        fastmath: bool = False,
+    ) -> Any:
+        """Compile ``func`` in nopython mode (``numba.njit``) unless the JIT is disabled.
+
+        NumPy's error model is used: a float division by zero gives inf or NaN instead of
+        raising, as in NumPy, and loops with divisions can be vectorized. With
+        ``fastmath=True`` floating-point sums may be reassociated (vectorized reductions;
+        results change in the last bits, deterministically) — never the no-NaN/no-inf
+        assumptions.
+        """
+        decorator = numba.njit(
+            parallel=parallel,
+            cache=cache,
+            nogil=True,
+            error_model="numpy",
+            fastmath=set(SAFE_FASTMATH) if fastmath else False,
+        )
         return decorator if func is None else decorator(func)
 
 else:
     prange = range
 
-    def jit(func: F | None = None, *, parallel: bool = False, cache: bool = True) -> Any:
+    def jit(
+        func: F | None = None,
+        *,
+        parallel: bool = False,
+        cache: bool = True,
+        fastmath: bool = False,
+    ) -> Any:
         """Identity decorator: the JIT is disabled by ``CRFOPT_DISABLE_JIT``."""
         if func is None:
             return lambda f: f

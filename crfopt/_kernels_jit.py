@@ -26,10 +26,12 @@ from .counters import FORWARD_CALLS, ORACLE_CALLS
 # may fall below the smallest double (e^-745) after a few products; use log space.
 LOG_SPAN_LIMIT = 300.0
 
-_NJIT = {"cache": True, "nogil": True}
+# NumPy's error model: a division by zero gives inf/NaN (which divergence checks catch)
+# instead of a Python exception, and no per-division branch blocks vectorization.
+_NJIT = {"cache": True, "nogil": True, "error_model": "numpy"}
 # Contraction and reassociation let LLVM fuse and vectorize the label loops; the flags
 # that assume no NaN/inf are left out so divergence still shows up as NaN.
-_FAST = {"cache": True, "nogil": True, "fastmath": {"contract", "reassoc", "nsz", "arcp"}}
+_FAST = {**_NJIT, "fastmath": {"contract", "reassoc", "nsz", "arcp"}}
 
 
 # --------------------------------------------------------------------------------------
@@ -299,10 +301,13 @@ def _clip0(x):
 
 
 @numba.njit(**_NJIT)
-def chain_log_marginals(unary, edges, shared, T, K, log_nodes, log_edges):
-    """log Z and log node / edge marginals of one chain (§5.1); outputs clipped to ≤ 0.
+def _chain_marginals(
+    unary, edges, shared, T, K, log_nodes, log_edges, want_linear, nodes, lin_edges
+):
+    """log Z, log node/edge marginals and, with ``want_linear``, linear ones too.
 
-    ``edges`` is (1, K, K) for shared transitions, or (T-1, K, K) position-dependent.
+    On the scaled path the linear marginals are products of the messages
+    (α̂_t(k) E(k,l) V_{t+1}(l)), so having both costs no transcendental function.
     """
     if shared:
         mT, tspan = _trans_span(edges[0], K)
@@ -319,6 +324,15 @@ def chain_log_marginals(unary, edges, shared, T, K, log_nodes, log_edges):
             _exp_transitions(trans, K, E, ET)
             logZ = _scaled_forward(unary, E, mT, T, K, u, m, alpha, c)
             _scaled_backward(T, K, u, ET, c, beta, V)
+            if want_linear:
+                for t in range(T):
+                    for k in range(K):
+                        nodes[t, k] = alpha[t, k] * beta[t, k]
+                for t in range(T - 1):
+                    for k in range(K):
+                        a = alpha[t, k]
+                        for l in range(K):
+                            lin_edges[t, k, l] = a * E[k, l] * V[t + 1, l]
             for t in range(T):
                 for k in range(K):
                     alpha[t, k] = math.log(alpha[t, k])
@@ -342,6 +356,8 @@ def chain_log_marginals(unary, edges, shared, T, K, log_nodes, log_edges):
     for t in range(T):
         for k in range(K):
             log_nodes[t, k] = _clip0(la[t, k] + lb[t, k])
+            if want_linear:
+                nodes[t, k] = math.exp(log_nodes[t, k])
     for t in range(T - 1):
         Et = edges[0] if shared else edges[t]
         for k in range(K):
@@ -349,7 +365,29 @@ def chain_log_marginals(unary, edges, shared, T, K, log_nodes, log_edges):
                 log_edges[t, k, l] = _clip0(
                     la[t, k] + Et[k, l] + unary[t + 1, l] + lb[t + 1, l] - logc[t + 1]
                 )
+                if want_linear:
+                    lin_edges[t, k, l] = math.exp(log_edges[t, k, l])
     return logZ
+
+
+@numba.njit(**_NJIT)
+def chain_log_marginals(unary, edges, shared, T, K, log_nodes, log_edges):
+    """log Z and log node / edge marginals of one chain (§5.1); outputs clipped to ≤ 0.
+
+    ``edges`` is (1, K, K) for shared transitions, or (T-1, K, K) position-dependent.
+    """
+    return _chain_marginals(
+        unary,
+        edges,
+        shared,
+        T,
+        K,
+        log_nodes,
+        log_edges,
+        False,
+        np.empty((1, 1)),
+        np.empty((1, 1, 1)),
+    )
 
 
 @numba.njit(**_FAST)
@@ -477,6 +515,25 @@ def oracle(data, counters, i, w, log_nodes, log_edges):
     T = unary_scores(data, i, w, unary)
     trans = transition_matrix(data, w)
     logZ = chain_log_marginals(unary, trans.reshape((1, K, K)), True, T, K, log_nodes, log_edges)
+    return logZ, logZ - truth_score(data, i, unary, trans)
+
+
+@numba.njit(**_NJIT)
+def oracle_marginals(data, counters, i, w, log_nodes, log_edges, nodes, edges):
+    """Counted oracle with both forms of ν_i(w): log-marginals and linear marginals.
+
+    What dual methods need (SDCA's line search mixes linear marginals and takes their
+    logs); costs the same as :func:`oracle` on the scaled path.
+    """
+    counters[ORACLE_CALLS] += 1
+    data.audit[0] += 1
+    K = data.n_labels
+    unary = np.empty((data.offsets[i + 1] - data.offsets[i], K))
+    T = unary_scores(data, i, w, unary)
+    trans = transition_matrix(data, w)
+    logZ = _chain_marginals(
+        unary, trans.reshape((1, K, K)), True, T, K, log_nodes, log_edges, True, nodes, edges
+    )
     return logZ, logZ - truth_score(data, i, unary, trans)
 
 

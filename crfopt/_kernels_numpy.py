@@ -170,6 +170,15 @@ def oracle(data, counters, i, w, log_nodes, log_edges):
     return logZ, logZ - truth_score(data, i, unary, trans)
 
 
+def oracle_marginals(data, counters, i, w, log_nodes, log_edges, nodes, edges):
+    log_z, nll = oracle(data, counters, i, w, log_nodes, log_edges)
+    T = int(data.offsets[i + 1] - data.offsets[i])
+    nodes[:T] = np.exp(log_nodes[:T])
+    if T > 1:
+        edges[: T - 1] = np.exp(log_edges[: T - 1])
+    return log_z, nll
+
+
 def oracle_sums(data, counters, i, w, nodes, edge_sum):
     counters[ORACLE_CALLS] += 1
     data.audit[0] += 1

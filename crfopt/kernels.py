@@ -19,6 +19,8 @@ Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, ALGORITHMS.
 
 ``oracle(data, counters, i, w, log_nodes, log_edges) -> (log_z, nll)``
     log-marginals of ν_i(w): nodes into ``log_nodes[:T]``, edges into ``log_edges[:T-1]``.
+``oracle_marginals(data, counters, i, w, log_nodes, log_edges, nodes, edges) -> (log_z, nll)``
+    both the log-marginals and the linear marginals of ν_i(w) (for dual methods).
 ``oracle_sums(data, counters, i, w, nodes, edge_sum) -> (log_z, nll)``
     linear node marginals and the K×K sum of pairwise marginals (the gradient form).
 ``forward(data, counters, i, w) -> (log_z, nll)``
@@ -57,6 +59,7 @@ else:
     from . import _kernels_numpy as _impl
 
 oracle = _impl.oracle
+oracle_marginals = _impl.oracle_marginals
 oracle_sums = _impl.oracle_sums
 forward = _impl.forward
 oracle_scores = _impl.oracle_scores
@@ -92,6 +95,7 @@ __all__ = [
     "forward_scores",
     "local_scores",
     "oracle",
+    "oracle_marginals",
     "oracle_scores",
     "oracle_sums",
     "support_bounds",

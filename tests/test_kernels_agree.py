@@ -124,3 +124,24 @@ def test_batch_kernels_agree(problem):
         res.append((v, g, v2, mu.log_nodes, mu.log_edges, logz, H, EF, kl, vit))
     for a, b in zip(*res):
         np.testing.assert_allclose(a, b, **TOL)
+
+
+def test_oracle_marginals_gives_both_forms(problem):
+    JT = _jit()
+    rng = np.random.default_rng(3)
+    K = problem.n_labels
+    w = rng.normal(scale=1.0, size=problem.dim)
+    c = np.zeros(7, dtype=np.int64)
+    for i in range(0, problem.n, 7):
+        T = int(problem.data.offsets[i + 1] - problem.data.offsets[i])
+        outs = []
+        for impl in (JT, NP):
+            ln, le = np.empty((T, K)), np.empty((max(T - 1, 0), K, K))
+            nd, ed = np.empty((T, K)), np.empty((max(T - 1, 0), K, K))
+            z, nll = impl.oracle_marginals(problem.data, c, i, w, ln, le, nd, ed)
+            np.testing.assert_allclose(nd, np.exp(ln), rtol=1e-12, atol=1e-300)
+            np.testing.assert_allclose(ed, np.exp(le), rtol=1e-12, atol=1e-300)
+            outs.append((z, nll, ln, le, nd, ed))
+        for a, b in zip(*outs):
+            np.testing.assert_allclose(a, b, **TOL)
+    assert c[0] == 2 * len(range(0, problem.n, 7))
