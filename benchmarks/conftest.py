@@ -42,6 +42,51 @@ def recorder():
     return record
 
 
+# Stand-ins of the paper benchmarks' sizes, used when the real data cannot be loaded.
+STAND_INS = {
+    "ocr": dict(n=6000, labels=26, attributes=128, length=8, dense=True, density=0.3),
+    "conll2000": dict(n=9000, labels=22, attributes=75000, length=24, density=20 / 75000),
+}
+
+
+def bench_problem(name: str):
+    """The real problem if its data is available, else a synthetic one of the same size."""
+    import crfopt
+
+    try:
+        return crfopt.load_problem(name), name
+    except Exception:
+        return crfopt.make_synthetic(seed=0, **STAND_INS[name]), f"{name}-size synthetic"
+
+
+def time_epoch(optimizer, n: int, repeats: int = 2) -> float:
+    """Best wall time of one epoch (n iterations) after a first, untimed epoch."""
+    import time
+
+    optimizer.run_block(n)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        optimizer.run_block(n)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def time_full_pass(problem, repeats: int = 5) -> float:
+    import time
+
+    import numpy as np
+
+    w = np.random.default_rng(0).normal(scale=0.01, size=problem.dim)
+    problem.uncounted.value_and_gradient(w)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        problem.uncounted.value_and_gradient(w)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def pytest_terminal_summary(terminalreporter):
     if not RESULTS:
         return

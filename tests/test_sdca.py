@@ -1,0 +1,212 @@
+"""SDCA (plugins/sdca.py) against independent truths.
+
+Line-search derivatives against finite differences of the block objective; the dual
+never decreases; the incremental dual value equals D(μ); every variant converges to the
+L-BFGS optimum (true duality gap ≤ 1e-8); counting per ALGORITHMS.md §2 (E10).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.optimize
+
+import crfopt
+import crfopt_plugins.sdca as S
+from crfopt.dual import initial_dual
+
+VARIANTS = [
+    "sdca",
+    "sdca-perm",
+    "sdca-cyclic",
+    "sdca-importance",
+    "sdca-gap",
+    "sdca-gapimp",
+    "sdca-max",
+    "sdca-edelta",
+]
+
+
+@pytest.fixture(scope="module")
+def small():
+    return crfopt.make_synthetic(n=30, labels=4, attributes=20, length=5, seed=21, lam=0.05)
+
+
+@pytest.fixture(scope="module")
+def small_dense():
+    return crfopt.make_synthetic(
+        n=25, labels=3, attributes=10, length=4, dense=True, density=0.4, seed=22, lam=0.05
+    )
+
+
+@pytest.fixture(scope="module")
+def w_star(small):
+    res = scipy.optimize.minimize(
+        small.uncounted.value_and_gradient,
+        small.zeros(),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 5000, "ftol": 0.0, "gtol": 1e-12},
+    )
+    return res.x
+
+
+def _block_state(problem, i):
+    """A real line-search state on sequence i: μ = gibbs(c=2), w = ŵ(μ), ν = ν_i(w),
+    with a = ‖v‖² and b = ⟨w, v⟩ for v = (E_μF - E_νF)/(λn) computed from the features."""
+    mu = initial_dual(problem, "gibbs", c=2.0)
+    w = problem.conjugate_weights(mu)
+    K = problem.n_labels
+    data = problem.data
+    T = int(data.offsets[i + 1] - data.offsets[i])
+    sc = S.make_scratch(int(data.max_len), K)
+    s = int(data.offsets[i])
+    S._load(mu.log_nodes, mu.log_edges, s, s - i, T, K, sc)
+    counters = np.zeros(7, dtype=np.int64)
+    crfopt.kernels.oracle_marginals(data, counters, i, w, sc.lnun, sc.lnue, sc.nun, sc.nue)
+    sc.dn_f[: T * K] = sc.nun_f[: T * K] - sc.mn_f[: T * K]
+    E = (T - 1) * K * K
+    sc.de_f[:E] = sc.nue_f[:E] - sc.me_f[:E]
+    lam_n = problem.lam * problem.n
+    v = problem.zeros()
+    lo, hi = crfopt.kernels.support_bounds(data, i)
+    E_loc = np.empty((hi - lo, K))
+    crfopt.kernels.expected_emission(data, i, np.exp(mu.sequence(i)[0]) - sc.nun[:T], E_loc)
+    trans = (np.exp(mu.sequence(i)[1]) - sc.nue[: T - 1]).sum(axis=0)
+    crfopt.kernels.add_local(data, i, v, 1.0 / lam_n, E_loc, trans)
+    return sc, T, K, float(v @ v), float(w @ v), lam_n
+
+
+@pytest.mark.parametrize("i", [0, 3, 7, 11])
+def test_line_search_derivatives_match_finite_differences(small, i):
+    sc, T, K, a, b, lam_n = _block_state(small, i)
+
+    def f(g):
+        return S._block_value(g, a, b, lam_n, sc, T, K)
+
+    h = 1e-5
+    for g in (0.05, 0.3, 0.5, 0.9):
+        d1, d2 = S._derivatives(g, sc, T, K, lam_n * a)
+        fd1 = (f(g + h) - f(g - h)) / (2 * h)
+        fd2 = (f(g + h) - 2 * f(g) + f(g - h)) / h**2
+        assert d1 == pytest.approx(fd1, rel=1e-6, abs=1e-8)
+        assert d2 == pytest.approx(fd2, rel=1e-4, abs=1e-5)
+        assert d2 < 0
+
+
+@pytest.mark.parametrize("i", [1, 5])
+def test_newton_step_maximizes_the_block_objective(small, i):
+    sc, T, K, a, b, lam_n = _block_state(small, i)
+    out = np.zeros(2)
+    d0 = S._derivatives(0.0, sc, T, K, lam_n * a)[0]
+    gamma = S._newton_line_search(0.5, 1e-8, 100, d0, lam_n * a, sc, T, K, out)
+    grid = np.linspace(0.0, 1.0, 4001)
+    best = grid[int(np.argmax([S._block_value(g, a, b, lam_n, sc, T, K) for g in grid]))]
+    assert abs(gamma - best) <= 2.5e-4
+    assert 1 <= out[0] < 20 and out[1] == 0
+
+
+@pytest.mark.parametrize("name", ["sdca", "sdca-gap"])
+def test_dual_never_decreases_and_incremental_value_is_exact(small, name):
+    p = small.with_lam(small.lam)
+    spec = crfopt.get_registry().optimizer(name)
+    with p.initialization():
+        opt = spec.create(p, seed=4)
+    prev = p.dual(opt.dual_state())
+    for _ in range(3 * p.n):
+        opt.step()
+        d = p.dual(opt.dual_state())
+        assert d >= prev - 1e-12 * max(1.0, abs(prev))
+        prev = d
+    assert opt.dual_value() == pytest.approx(d, rel=1e-9, abs=1e-12)
+    np.testing.assert_allclose(opt.w, p.conjugate_weights(opt.dual_state()), atol=1e-10)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_every_variant_reaches_the_optimum(small, w_star, name):
+    p = small.with_lam(small.lam)
+    res = crfopt.run(
+        p,
+        name,
+        seed=1,
+        params={"tolerance": 1e-14},
+        budget=crfopt.Budget(passes=300, target_gap=1e-9),
+        checkpoints="every:5",
+    )
+    assert res.status == "converged", res.meta.get("error")
+    gap = res.trace["duality_gap"].iloc[-1]
+    assert 0 <= gap <= 1e-8
+    assert res.trace["primal"].iloc[-1] == pytest.approx(p.uncounted.primal(w_star), abs=1e-8)
+
+
+def test_same_w_as_lbfgs(small, w_star):
+    p = small.with_lam(small.lam)
+    spec = crfopt.get_registry().optimizer("sdca-gap")
+    with p.initialization():
+        opt = spec.create(p, seed=0)
+    while p.duality_gap(mu=opt.dual_state()) > 1e-12:
+        opt.run_block(p.n)
+    bound = np.sqrt(2 * 1e-12 / p.lam)
+    assert np.linalg.norm(opt.w - w_star) <= bound + 1e-7
+
+
+def test_counting_e10(small):
+    p = small.with_lam(small.lam)
+    res = crfopt.run(p, "sdca-gap", budget=crfopt.Budget(passes=3))
+    t = res.trace
+    assert (t["oracle_calls"] == t["iterations"]).all() and (t["updates"] == t["iterations"]).all()
+    assert res.meta["final_counters"]["init_oracle_calls"] == p.n  # gibbs init
+    assert t["forward_calls"].eq(0).all()
+    ls = res.meta["final_counters"]["ls_evals"] / res.meta["final_counters"]["iterations"]
+    assert 1.0 <= ls <= 4.0
+
+
+def test_gap_estimate_is_the_mean_stale_gap(small):
+    p = small.with_lam(small.lam)
+    spec = crfopt.get_registry().optimizer("sdca")
+    with p.initialization():
+        opt = spec.create(p, seed=0, overrides={"initial_gap": 100.0})
+    assert opt.gap_estimate() == pytest.approx(100.0)
+    opt.run_block(5)
+    visited = np.count_nonzero(opt._G != 100.0)
+    assert opt.gap_estimate() >= 100.0 * (p.n - visited) / p.n
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"line_search": "golden"},
+        {"line_search": "fixed", "fixed_step": 0.2},
+        {"line_search": "theory"},
+        {"start": "previous"},
+        {"start": "chord"},
+        {"init": "mixture"},
+        {"dtype": "float32"},
+        {"sub_precision": 0.5},
+    ],
+)
+def test_options_converge(small, overrides):
+    p = small.with_lam(small.lam)
+    budget = crfopt.Budget(passes=40 if overrides.get("line_search") != "theory" else 5)
+    res = crfopt.run(p, "sdca", params=overrides, budget=budget, checkpoints="every:5")
+    gaps = res.trace["duality_gap"].astype(float).to_numpy()
+    assert res.status in ("budget", "converged")
+    assert gaps[-1] < gaps[0]
+    if overrides.get("line_search") not in ("theory", "fixed"):
+        assert gaps[-1] < 1e-4
+
+
+def test_refresh_period_charges_n_oracle_calls(small):
+    p = small.with_lam(small.lam)
+    spec = crfopt.get_registry().optimizer("sdca-gap")
+    with p.initialization():
+        opt = spec.create(p, seed=0, overrides={"refresh_period": 1})
+    opt.run_block(2 * p.n + 1)  # refreshes at the start of epochs 2 and 3
+    assert p.counters.oracle_calls == (2 * p.n + 1) + 2 * p.n
+    assert p.counters.iterations == 2 * p.n + 1
+
+
+def test_dense_problem(small_dense):
+    p = small_dense.with_lam(small_dense.lam)
+    res = crfopt.run(p, "sdca-gap", budget=crfopt.Budget(passes=60), checkpoints="every:10")
+    assert res.trace["duality_gap"].iloc[-1] < 1e-6
