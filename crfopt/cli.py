@@ -503,5 +503,29 @@ def optimum_cmd(
     console.print(table)
 
 
+@main.command("report")
+@click.argument("results", type=click.Path(exists=True))
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.option(
+    "--format",
+    "formats",
+    default="png,svg",
+    show_default=True,
+    help="Figure formats, comma-separated (png, svg, pdf).",
+)
+@click.option("--title", default=None, help="Title of the report.")
+def report_cmd(results: str, out: str, formats: str, title: str | None) -> None:
+    """Figures, a Markdown summary and a self-contained HTML page from RESULTS."""
+    from .report import make_report
+
+    try:
+        rep = make_report(
+            results, out, formats=[f.strip() for f in formats.split(",") if f.strip()], title=title
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    console.print(f"{len(rep.figures)} figures, {rep.markdown} and {rep.html}")
+
+
 def run() -> None:  # pragma: no cover - console entry for `python -m crfopt`
     sys.exit(main())
