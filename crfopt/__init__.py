@@ -8,7 +8,9 @@ from ._jit import JIT_ENABLED, jit, prange
 from ._version import __version__
 from .compare import compare
 from .counters import COUNTER_NAMES, Counters, CounterSnapshot
+from .estimator import CRF
 from .hookspecs import hookimpl, hookspec
+from .model import Model, ModelFormatError
 from .optimizer import Cost, Optimizer, OptimizerSpec, Param, ParameterError
 from .optimum import ReferenceOptimum, reference_optimum
 from .problem import (
@@ -27,6 +29,7 @@ from .synthetic import make_synthetic
 
 __all__ = [
     "COUNTER_NAMES",
+    "CRF",
     "JIT_ENABLED",
     "Budget",
     "CRFProblem",
@@ -37,6 +40,8 @@ __all__ = [
     "ForwardResult",
     "KernelData",
     "LocalGradient",
+    "Model",
+    "ModelFormatError",
     "Optimizer",
     "OptimizerSpec",
     "OracleResult",

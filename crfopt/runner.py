@@ -135,11 +135,12 @@ class _Clock:
 
 @dataclass
 class RunResult:
-    """A finished run: its trace and what is known about it."""
+    """A finished run: its trace, final weights and what is known about it."""
 
     trace: pd.DataFrame
     status: str
     meta: dict[str, Any] = field(default_factory=dict)
+    w: np.ndarray | None = None
 
 
 def warm_up(spec: OptimizerSpec, params: Mapping[str, Any], problem: CRFProblem) -> None:
@@ -347,13 +348,16 @@ def run(
         row["status"] = status
         emit(row)
     finally:
+        final_w = None
         if opt is not None:
+            with contextlib.suppress(Exception):
+                final_w = np.array(opt.w, dtype=np.float64, copy=True)
             with contextlib.suppress(Exception):
                 opt.close()
     meta["final_counters"] = counters.snapshot().as_dict()
     meta["status"] = status
     meta["time_s"] = clock.elapsed
-    return RunResult(to_frame(rows), status, meta)
+    return RunResult(to_frame(rows), status, meta, final_w)
 
 
 def _loop(

@@ -1,0 +1,113 @@
+"""crfopt.CRF on the sklearn-crfsuite convention, and the model file format."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import crfopt
+from crfopt.estimator import item_attributes
+from crfopt.model import Model, ModelFormatError
+
+
+def _toy_corpus(n=80, seed=0):
+    """Word/shape tagging: a token's tag is determined by its shape, with context noise."""
+    rng = np.random.default_rng(seed)
+    words = ["Paris", "london", "Zürich", "42", "the", "naïve", "Café", "2024", "of", "Oslo"]
+    X, y = [], []
+    for _ in range(n):
+        sent = rng.choice(words, size=int(rng.integers(1, 7)))
+        X.append(
+            [
+                {
+                    "word.lower()": w.lower(),
+                    "word.istitle()": w.istitle(),
+                    "word.isdigit()": w.isdigit(),
+                    "suffix": {"2": w[-2:]},
+                    "bias": 1.0,
+                }
+                for w in sent
+            ]
+        )
+        y.append(["NUM" if w.isdigit() else ("CAP" if w.istitle() else "LOW") for w in sent])
+    return X, y
+
+
+def test_item_conventions():
+    got = dict(
+        item_attributes(
+            {
+                "a": 1.5,
+                "b": True,
+                "c": False,
+                "d": "x",
+                "e": {"f": 2, "g": "h"},
+                "i": ["j", "k"],
+                "z": 0.0,
+            }
+        )
+    )
+    assert got == {"a": 1.5, "b": 1.0, "d=x": 1.0, "e:f": 2.0, "e:g=h": 1.0, "i:j": 1.0, "i:k": 1.0}
+    assert dict(item_attributes(["u", "v"])) == {"u": 1.0, "v": 1.0}
+    with pytest.raises(TypeError):
+        list(item_attributes({"a": object()}))
+
+
+@pytest.mark.parametrize("optimizer", ["sdca-gap", "lbfgs"])
+def test_fit_predict(optimizer):
+    X, y = _toy_corpus()
+    crf = crfopt.CRF(optimizer=optimizer, max_passes=40)
+    crf.fit(X[:60], y[:60])
+    assert crf.classes_ == ["CAP", "LOW", "NUM"]
+    assert crf.score(X[60:], y[60:]) == 1.0
+    assert crf.training_log_["primal"].iloc[-1] < crf.training_log_["primal"].iloc[0]
+    assert crf.predict_single(X[0]) == y[0]
+
+
+def test_save_load_roundtrip(tmp_path):
+    X, y = _toy_corpus(seed=1)
+    crf = crfopt.CRF(max_passes=20).fit(X, y)
+    path = tmp_path / "toy.crfopt"
+    crf.save(path)
+    again = crfopt.CRF.load(path)
+    assert again.predict(X) == crf.predict(X)
+    m = Model.load(path)
+    np.testing.assert_array_equal(m.emission, crf.model_.emission)
+    assert "Café" not in m.attributes and "word.lower()=café" in m.attributes  # UTF-8 kept
+
+
+def test_corrupted_and_foreign_files(tmp_path):
+    X, y = _toy_corpus(seed=2)
+    path = tmp_path / "m.crfopt"
+    crfopt.CRF(max_passes=5).fit(X, y).save(path)
+    raw = path.read_bytes()
+    (tmp_path / "cut.crfopt").write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ModelFormatError, match="not a readable crfopt model"):
+        Model.load(tmp_path / "cut.crfopt")
+    np.savez(tmp_path / "other.npz", x=np.arange(3))
+    with pytest.raises(ModelFormatError, match="missing entries"):
+        Model.load(tmp_path / "other.npz")
+    m = Model.load(path)
+    import json
+
+    with np.load(path) as z:
+        arrays = {k: z[k] for k in z.files}
+    meta = json.loads(bytes(arrays["meta"]).decode())
+    meta["version"] = 99
+    arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(tmp_path / "v99.npz", **arrays)
+    with pytest.raises(ModelFormatError, match="format version 99"):
+        Model.load(tmp_path / "v99.npz")
+    assert m.n_labels == 3
+
+
+def test_errors():
+    X, y = _toy_corpus(n=5)
+    with pytest.raises(ValueError, match="labels"):
+        crfopt.CRF().fit(X, [s[:-1] if len(s) > 1 else [*s, "LOW"] for s in y])
+    with pytest.raises(RuntimeError, match="not fitted"):
+        crfopt.CRF().predict(X)
+    with pytest.raises(ValueError, match="invalid parameter"):
+        crfopt.CRF().set_params(learning_rate=1)
+    with pytest.raises(ValueError, match="lam or c2"):
+        crfopt.CRF(lam=0.1, c2=1.0).fit(X, y)
