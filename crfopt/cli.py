@@ -380,6 +380,12 @@ def _csv_ints(text: str) -> list[int]:
 @click.option("--scheduler", default=None, help="Address of a running Dask scheduler.")
 @click.option("--no-optimum", is_flag=True, help="Do not compute P* (no sub-optimality column).")
 @click.option("--retry-failed", is_flag=True, help="Rerun runs stored with status 'failed'.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Hard wall-clock limit per run (s); a run past it is killed and stored as failed.",
+)
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @plugin_dir_option
 def compare_cmd(
@@ -400,6 +406,7 @@ def compare_cmd(
     scheduler: str | None,
     no_optimum: bool,
     retry_failed: bool,
+    timeout: float | None,
     quiet: bool,
     plugin_dirs: Sequence[str],
 ) -> None:
@@ -448,6 +455,7 @@ def compare_cmd(
                 problem_params=problem_params,
                 optimum=not no_optimum,
                 retry_failed=retry_failed,
+                timeout=timeout,
                 reporter=reporter,
             )
     except KeyboardInterrupt:
@@ -460,6 +468,12 @@ def compare_cmd(
         raise click.UsageError(str(exc)) from None
     except ParameterError as exc:
         raise click.UsageError(str(exc)) from None
+    except OSError as exc:
+        err_console.print(
+            f"[red]error:[/] cannot write results to {escape(out)}: {escape(str(exc))}. "
+            "Runs finished before this are kept; free space or fix permissions, then rerun."
+        )
+        sys.exit(1)
     console.print(summary_table(table))
     console.print(f"{table['run_id'].nunique()} runs, {len(table)} rows in {out}")
 

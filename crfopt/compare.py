@@ -90,6 +90,7 @@ class RunTask:
     plugin_dirs: tuple[str, ...] = ()
     p_star: float | None = None
     threads: int | None = None
+    timeout: float | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -136,9 +137,18 @@ def load_problem_cached(reg: Registry, name: str, params: Mapping[str, Any]):
 
 
 def execute_task(
-    task: RunTask, on_checkpoint: Callable[[dict[str, Any]], None] | None = None
+    task: RunTask,
+    on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    on_start: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Perform one run and write its file. Never raises for an optimizer's failure."""
+    """Perform one run and write its file. Never raises for an optimizer's failure.
+
+    With ``task.timeout`` the run happens in a child process that is killed when the
+    hard wall-clock limit passes (a compiled loop cannot be interrupted otherwise); the
+    checkpoints it reported are kept and the run is stored as ``failed``.
+    """
+    if task.timeout is not None:
+        return _execute_isolated(task, on_checkpoint)
     if task.threads is not None:
         from ._jit import JIT_ENABLED
 
@@ -167,6 +177,7 @@ def execute_task(
         checkpoints=task.checkpoints,
         p_star=task.p_star,
         on_checkpoint=on_checkpoint,
+        on_start=on_start,
         run_id=task.run_id,
         problem_label=task.problem,
     )
@@ -185,6 +196,105 @@ def execute_task(
         "label": task.label,
         "status": result.status,
         "error": result.meta.get("error_summary"),
+        "written": True,
+        "last": last,
+    }
+
+
+def _child_main(task: RunTask, conn: Any) -> None:
+    """Entry point of an isolated run: stream rows to the parent, then the summary."""
+    try:
+        summary = execute_task(
+            task,
+            on_checkpoint=lambda row: conn.send(("row", row)),
+            on_start=lambda meta: conn.send(("start", meta)),
+        )
+        conn.send(("done", summary))
+    finally:
+        conn.close()
+
+
+def _execute_isolated(
+    task: RunTask, on_checkpoint: Callable[[dict[str, Any]], None] | None
+) -> dict[str, Any]:
+    import multiprocessing
+    import time
+
+    from .results import to_frame
+
+    ctx = multiprocessing.get_context("spawn")  # no inherited threads or locks
+    recv_end, send_end = ctx.Pipe(duplex=False)
+    child_task = RunTask(**{**asdict(task), "timeout": None})
+    proc = ctx.Process(target=_child_main, args=(child_task, send_end), daemon=True)
+    proc.start()
+    send_end.close()
+    rows: list[dict[str, Any]] = []
+    meta: dict[str, Any] = {}
+    summary = None
+    deadline = time.monotonic() + float(task.timeout)
+    try:
+        while summary is None and time.monotonic() < deadline:
+            if recv_end.poll(min(0.2, max(0.0, deadline - time.monotonic()))):
+                try:
+                    kind, payload = recv_end.recv()
+                except EOFError:
+                    break
+                if kind == "row":
+                    rows.append(payload)
+                    if on_checkpoint is not None:
+                        on_checkpoint(payload)
+                elif kind == "start":
+                    meta = payload
+                else:
+                    summary = payload
+            elif not proc.is_alive():
+                break
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+        recv_end.close()
+    if summary is not None:
+        return summary
+    if time.monotonic() >= deadline:
+        error = (
+            f"TimeoutError: the run exceeded its hard limit of {task.timeout:g} s "
+            "wall-clock and was killed"
+        )
+    else:
+        error = f"RuntimeError: the worker process died (exit code {proc.exitcode})"
+    last = (
+        dict(rows[-1])
+        if rows
+        else {
+            "problem": task.problem,
+            "optimizer": display_name(task.optimizer, task.overrides),
+            "seed": task.seed,
+            "run_id": task.run_id,
+            "checkpoint": 0,
+        }
+    )
+    last["status"] = "failed"
+    if rows:
+        last["checkpoint"] = int(rows[-1].get("checkpoint", 0)) + 1
+    frame = to_frame([*rows, last])
+    write_run(
+        run_path(task.out_dir, task.run_id),
+        frame,
+        {
+            "run_id": task.run_id,
+            "config": dict(task.config),
+            **meta,
+            "status": "failed",
+            "error": error,
+            "error_summary": error,
+        },
+    )
+    return {
+        "run_id": task.run_id,
+        "label": task.label,
+        "status": "failed",
+        "error": error,
         "written": True,
         "last": last,
     }
@@ -380,6 +490,7 @@ def compare(
     problem_params: Mapping[str, Mapping[str, Any]] | None = None,
     optimum: bool = True,
     retry_failed: bool = False,
+    timeout: float | None = None,
     reporter: Any = None,
 ) -> pd.DataFrame:
     """Run a comparison grid and return the union of its traces as one DataFrame.
@@ -411,6 +522,10 @@ def compare(
         Compute (or read from cache) P* so that ``suboptimality`` is filled.
     retry_failed : bool
         Rerun runs stored with status ``failed``.
+    timeout : float, optional
+        Hard wall-clock limit per run in seconds (evaluation included): each run then
+        happens in a child process that is killed if it hangs, and is stored as
+        ``failed`` with the checkpoints it reached.
     reporter : object, optional
         Progress callbacks (``crfopt.cli`` passes a rich display).
 
@@ -442,6 +557,10 @@ def compare(
     if reporter is not None:
         reporter.planned(plan)
     pending = _with_optimum(plan, reg, optimum, getattr(reporter, "message", None))
+    if timeout is not None:
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        pending = [RunTask(**{**asdict(t), "timeout": float(timeout)}) for t in pending]
     if pending:
         on_cp = getattr(reporter, "checkpoint", None) if backend == "serial" else None
         for summary in _iter_backend(backend, pending, n_jobs, scheduler, on_cp):

@@ -223,6 +223,7 @@ def run(
     p_star: float | None = None,
     registry: Any = None,
     on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    on_start: Callable[[dict[str, Any]], None] | None = None,
     run_id: str = "",
     problem_label: str | None = None,
 ) -> RunResult:
@@ -246,6 +247,8 @@ def run(
         Where to look ``optimizer`` up (default: a fresh one).
     on_checkpoint : callable, optional
         Called with each trace row as it is made (progress display).
+    on_start : callable, optional
+        Called once with the run's metadata before the optimizer is built.
 
     Returns
     -------
@@ -320,6 +323,8 @@ def run(
         if on_checkpoint is not None:
             on_checkpoint(row)
 
+    if on_start is not None:
+        on_start(dict(meta))
     warm_up(spec, resolved, problem)
     counters.reset()
     opt: Optimizer | None = None

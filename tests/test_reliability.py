@@ -1,0 +1,234 @@
+"""Reliability: faults in optimizers, in the machine, and in what users type.
+
+Each case runs a small grid in which one optimizer misbehaves (hangs, returns NaN,
+raises) and checks that it is marked and that the rest of the grid completes; then disk
+and permission failures; then hypothesis fuzzing of the --set parser.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import crfopt
+from crfopt.cli import main, parse_sets
+from crfopt.compare import parse_optimizer, split_list
+from crfopt.optimizer import ParameterError
+
+FAULTY = '''
+"""Test plugin whose failure mode is a parameter."""
+import time
+import numpy as np
+import crfopt
+
+class Faulty(crfopt.Optimizer):
+    """Gradient steps, then the chosen fault at iteration `at`."""
+    parameters = {
+        "fault": crfopt.Param("none", str, "none, hang, nan or raise",
+                              choices=("none", "hang", "nan", "raise")),
+        "at": crfopt.Param(25, int, "iteration of the fault"),
+    }
+    capabilities = frozenset({"stochastic"})
+
+    def setup(self):
+        self._w = self.problem.zeros()
+        self._it = 0
+
+    @property
+    def w(self):
+        return self._w
+
+    def step(self):
+        i = int(self.rng.integers(self.problem.n))
+        g = self.problem.oracle(i, self._w, gradient=True).gradient.to_dense(self.problem)
+        self._w -= 0.05 * (g + self.problem.lam * self._w)
+        self._it += 1
+        if self._it >= self.params["at"]:
+            if self.params["fault"] == "hang":
+                while True:
+                    time.sleep(0.05)
+            if self.params["fault"] == "nan":
+                self._w[:] = np.nan
+            if self.params["fault"] == "raise":
+                raise MemoryError("simulated allocation failure")
+        self.count(iterations=1, updates=1)
+
+@crfopt.hookimpl
+def crfopt_register_optimizers():
+    return [crfopt.OptimizerSpec("faulty", Faulty, summary="faults", reference="tests")]
+'''
+
+
+@pytest.fixture
+def plugin_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    d = tmp_path / "plugins"
+    d.mkdir()
+    (d / "faulty.py").write_text(textwrap.dedent(FAULTY))
+    return d
+
+
+def test_nan_raise_and_hang_are_marked_and_the_grid_completes(tmp_path, plugin_dir):
+    out = tmp_path / "grid"
+    table = crfopt.compare(
+        "synthetic",
+        ["faulty[fault=hang]", "faulty[fault=nan]", "faulty[fault=raise]", "faulty", "lbfgs"],
+        passes=2,
+        out=out,
+        plugin_dirs=[str(plugin_dir)],
+        timeout=20.0,
+        problem_params={"synthetic": {"n": 40}},
+    )
+    final = table.sort_values("checkpoint").groupby("optimizer")["status"].last().to_dict()
+    assert final == {
+        "faulty[fault=hang]": "failed",
+        "faulty[fault=nan]": "diverged",
+        "faulty[fault=raise]": "failed",
+        "faulty": "budget",
+        "lbfgs": "budget",
+    }
+    runs = table.attrs["runs"]
+    errors = {
+        table.loc[table["run_id"] == rid, "optimizer"].iloc[0]: meta.get("error") or ""
+        for rid, meta in runs.items()
+    }
+    assert "hard limit of 20 s" in errors["faulty[fault=hang]"]
+    assert "simulated allocation failure" in errors["faulty[fault=raise]"]
+    hang_rows = table[table["optimizer"] == "faulty[fault=hang]"]
+    assert len(hang_rows) >= 2  # checkpoints before the hang are kept
+    # a rerun recomputes nothing, a retry reruns only the failed ones
+    again = crfopt.compare(
+        "synthetic",
+        ["faulty[fault=nan]", "faulty", "lbfgs"],
+        passes=2,
+        out=out,
+        plugin_dirs=[str(plugin_dir)],
+        problem_params={"synthetic": {"n": 40}},
+    )
+    assert again["run_id"].nunique() == 3
+
+
+def test_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    def no_space(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", no_space)
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    res = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--problem",
+            "synthetic",
+            "--optimizers",
+            "lbfgs",
+            "--passes",
+            "1",
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+        ],
+    )
+    assert res.exit_code == 1
+    assert "cannot write results" in res.output and "No space left on device" in res.output
+    assert not list((tmp_path / "o").glob("*"))  # no temporary or partial file
+
+
+def test_output_path_that_is_a_file(tmp_path):
+    f = tmp_path / "not-a-dir"
+    f.write_text("x")
+    res = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--problem",
+            "synthetic",
+            "--optimizers",
+            "lbfgs",
+            "--passes",
+            "1",
+            "--out",
+            str(f),
+        ],
+    )
+    assert res.exit_code == 2
+    assert "is a file" in res.output
+
+
+# ---------------------------------------------------------------- fuzzing of --set
+
+name = st.from_regex(r"[a-z][a-z0-9-]{0,10}", fullmatch=True)
+param = st.from_regex(r"[a-z_][a-z0-9_]{0,10}", fullmatch=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_set_parser_only_raises_usage_errors(text):
+    import click
+
+    with contextlib.suppress(click.BadParameter):
+        parse_sets([text])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    name,
+    param,
+    st.one_of(
+        st.integers(),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.booleans(),
+        st.from_regex(r"[a-z]{1,8}", fullmatch=True),
+    ),
+)
+def test_set_parser_roundtrips_values(n, p, v):
+    text = str(v).lower() if isinstance(v, bool) else repr(v) if isinstance(v, float) else str(v)
+    out = parse_sets([f"{n}.{p}={text}"])
+    got = out[n][p]
+    if isinstance(v, bool):
+        assert got is v
+    elif isinstance(v, (int, float)):
+        assert got == v
+    else:
+        assert got == v or got in (True, False, None)  # 'true', 'none' etc. are keywords
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40))
+def test_optimizer_selection_parser_only_raises_parameter_errors(text):
+    for part in split_list(text):
+        with contextlib.suppress(ParameterError):
+            parse_optimizer(part)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet="lbfgs[]=,0123456789mory", max_size=30))
+def test_compare_cli_never_crashes_on_garbage_selections(text):
+    res = CliRunner().invoke(
+        main,
+        [
+            "compare",
+            "--problem",
+            "synthetic",
+            "--optimizers",
+            text,
+            "--passes",
+            "0.01",
+            "--out",
+            "/nonexistent/dir/x",
+            "--no-optimum",
+            "--quiet",
+        ],
+    )
+    # usage errors exit 2; anything that got through may fail on the output folder
+    assert res.exit_code in (0, 1, 2), res.output
+    if res.exit_code == 1:
+        assert isinstance(res.exception, OSError)
