@@ -1,0 +1,429 @@
+"""Feature templates in the CRFsuite tradition, declared as data (TOML or YAML).
+
+A template lists features; a feature is one or more *parts* ``(column, transform,
+offset)`` — the transformed value of a column at a relative position. One part gives
+an attribute named like CRFsuite's example templates, ``w[-1]=the``; several parts are
+a conjunction, ``pos[-1]|pos[0]=DT|NN``. A feature whose position falls outside the
+sentence is not emitted (CRFsuite's examples do the same). Boolean transforms
+(``istitle``, ``isdigit``…) emit ``w[0].istitle`` when true and nothing otherwise.
+Sentence boundaries need no attribute of their own: the bias block's first/last
+features (ALGORITHMS.md §1.1) play the role of CRFsuite's BOS/EOS.
+
+Template file (TOML)::
+
+    name = "my-template"
+    description = "words and suffixes"
+
+    [[features]]
+    name = "w"
+    column = "word"
+    transform = "lower"
+    window = [-1, 0, 1]          # one feature per offset
+
+    [[features]]
+    name = "suf3"
+    column = "word"
+    transform = "suffix:3"
+
+    [[features]]                 # a conjunction
+    name = "pos|pos"
+    parts = [{column = "pos", offset = -1}, {column = "pos", offset = 0}]
+
+Transforms: ``identity``, ``lower``, ``prefix:N``, ``suffix:N``, ``shape`` (Xx9 per
+character), ``shortshape`` (repeats collapsed), ``length``, and the booleans
+``istitle``, ``isupper``, ``islower``, ``isdigit``, ``hasdigit``, ``hashyphen``,
+``ispunct``.
+
+Built-in templates: ``chunking``, ``ner``, ``pos`` (``crfopt/templates/*.toml``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import string
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._data import Sequences
+from .readers import Corpus, DataFormatError
+
+#: Bump when featurization changes, so cached problems are rebuilt.
+FEATURIZER_VERSION = 1
+
+BUILTIN_TEMPLATES = ("chunking", "ner", "pos")
+
+_PUNCT = set(string.punctuation)
+
+
+def _shape(s: str) -> str:
+    out = []
+    for ch in s:
+        if ch.isupper():
+            out.append("X")
+        elif ch.islower():
+            out.append("x")
+        elif ch.isdigit():
+            out.append("9")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _short_shape(s: str) -> str:
+    full = _shape(s)
+    out = []
+    for ch in full:
+        if not out or out[-1] != ch:
+            out.append(ch)
+    return "".join(out)
+
+
+_BOOLEAN: dict[str, Callable[[str], bool]] = {
+    "istitle": str.istitle,
+    "isupper": str.isupper,
+    "islower": str.islower,
+    "isdigit": str.isdigit,
+    "hasdigit": lambda s: any(c.isdigit() for c in s),
+    "hashyphen": lambda s: "-" in s,
+    "ispunct": lambda s: bool(s) and all(c in _PUNCT for c in s),
+}
+_VALUED: dict[str, Callable[[str], str]] = {
+    "identity": lambda s: s,
+    "lower": str.lower,
+    "shape": _shape,
+    "shortshape": _short_shape,
+    "length": lambda s: str(len(s)),
+}
+
+
+def _transform(name: str) -> tuple[Callable[[str], Any], bool]:
+    """(function, is_boolean) of a transform name."""
+    if name in _BOOLEAN:
+        return _BOOLEAN[name], True
+    if name in _VALUED:
+        return _VALUED[name], False
+    for kind in ("prefix", "suffix"):
+        if name.startswith(kind + ":"):
+            try:
+                k = int(name.split(":", 1)[1])
+            except ValueError:
+                break
+            if k < 1:
+                break
+            return ((lambda s, k=k: s[:k]) if kind == "prefix" else (lambda s, k=k: s[-k:])), False
+    valid = sorted([*_BOOLEAN, *_VALUED, "prefix:N", "suffix:N"])
+    raise ValueError(f"unknown transform {name!r}; valid: {', '.join(valid)}")
+
+
+@dataclass(frozen=True)
+class Part:
+    column: str
+    transform: str = "identity"
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    parts: tuple[Part, ...]
+
+    @property
+    def boolean(self) -> bool:
+        return len(self.parts) == 1 and self.parts[0].transform in _BOOLEAN
+
+    def label(self) -> str:
+        """Attribute name before '=': ``w[-1]``, ``pos[-1]|pos[0]``, ``w[0].istitle``."""
+        if self.boolean:
+            p = self.parts[0]
+            return f"{self.name}[{p.offset}].{p.transform}"
+        if len(self.parts) == 1:
+            return f"{self.name}[{self.parts[0].offset}]"
+        prefixes = self.name.split("|")
+        if len(prefixes) != len(self.parts):
+            prefixes = [self.name] * len(self.parts)
+        return "|".join(f"{pre}[{p.offset}]" for pre, p in zip(prefixes, self.parts))
+
+
+@dataclass(frozen=True)
+class Template:
+    """A parsed feature template."""
+
+    name: str
+    features: tuple[Feature, ...]
+    description: str = ""
+    source: str = ""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(sorted({p.column for f in self.features for p in f.parts}))
+
+    def spec(self) -> dict[str, Any]:
+        """Canonical data form (what is hashed, cached and saved in models)."""
+        return {
+            "name": self.name,
+            "features": [
+                {"name": f.name, "parts": [[p.column, p.transform, p.offset] for p in f.parts]}
+                for f in self.features
+            ],
+        }
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.spec(), sort_keys=True).encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any], source: str = "") -> Template:
+        """Build from the canonical form or from the user file layout (module docstring)."""
+        if not isinstance(spec, Mapping):
+            raise ValueError(f"{source or 'template'}: expected a mapping at the top level")
+        name = str(spec.get("name", Path(source).stem if source else "template"))
+        raw = spec.get("features")
+        if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
+            raise ValueError(f"{source or name}: a template needs a non-empty 'features' list")
+        features: list[Feature] = []
+        for j, entry in enumerate(raw):
+            where = f"{source or name}: feature {j + 1}"
+            if not isinstance(entry, Mapping):
+                raise ValueError(f"{where}: expected a table")
+            unknown = set(entry) - {"name", "column", "transform", "window", "offset", "parts"}
+            if unknown:
+                raise ValueError(f"{where}: unknown keys {sorted(unknown)}")
+            fname = entry.get("name")
+            if not fname:
+                raise ValueError(f"{where}: missing 'name'")
+            if "parts" in entry:
+                parts = []
+                for part in entry["parts"]:
+                    if isinstance(part, (list, tuple)):
+                        column, transform, offset = part
+                    else:
+                        column = part.get("column")
+                        transform = part.get("transform", "identity")
+                        offset = part.get("offset", 0)
+                    if not column:
+                        raise ValueError(f"{where}: every part needs a column")
+                    _transform(transform)
+                    parts.append(Part(str(column), str(transform), int(offset)))
+                if len(parts) > 1 and any(p.transform in _BOOLEAN for p in parts):
+                    raise ValueError(f"{where}: boolean transforms cannot be conjoined")
+                features.append(Feature(str(fname), tuple(parts)))
+                continue
+            column = entry.get("column")
+            if not column:
+                raise ValueError(f"{where}: missing 'column' (or 'parts')")
+            transform = str(entry.get("transform", "identity"))
+            try:
+                _transform(transform)
+            except ValueError as exc:
+                raise ValueError(f"{where}: {exc}") from None
+            offsets = entry.get("window", [entry.get("offset", 0)])
+            for off in offsets:
+                features.append(Feature(str(fname), (Part(str(column), transform, int(off)),)))
+        return cls(name, tuple(features), str(spec.get("description", "")), source)
+
+
+def load_template(name_or_path: str | os.PathLike[str] | Template | Mapping[str, Any]) -> Template:
+    """A built-in template by name, a TOML/YAML file, or an already parsed one."""
+    if isinstance(name_or_path, Template):
+        return name_or_path
+    if isinstance(name_or_path, Mapping):
+        return Template.from_spec(name_or_path)
+    text_name = os.fspath(name_or_path)
+    if text_name in BUILTIN_TEMPLATES:
+        data = (
+            resources.files("crfopt")
+            .joinpath("templates", f"{text_name}.toml")
+            .read_text(encoding="utf-8")
+        )
+        return Template.from_spec(_toml_loads(data, text_name), source=f"builtin:{text_name}")
+    path = Path(text_name)
+    if not path.exists():
+        raise ValueError(
+            f"unknown template {text_name!r}: not a built-in ({', '.join(BUILTIN_TEMPLATES)}) "
+            "and no such file"
+        )
+    raw = path.read_text(encoding="utf-8")
+    if path.suffix in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            spec = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML ({exc})") from None
+    else:
+        spec = _toml_loads(raw, str(path))
+    return Template.from_spec(spec, source=str(path))
+
+
+def _toml_loads(text: str, source: str) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{source}: not valid TOML ({exc})") from None
+
+
+@dataclass
+class Featurized:
+    """The output of :func:`featurize`: sequences per split and the dictionaries."""
+
+    splits: dict[str, Sequences]
+    label_names: list[str]
+    attribute_names: list[str]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def _token_attributes(
+    sent: Sequence[tuple[str, ...]], template: Template, col_index: Mapping[str, int]
+) -> list[list[str]]:
+    """Attribute strings of every token of one sentence."""
+    T = len(sent)
+    cache: dict[tuple[str, str], list[Any]] = {}
+
+    def values(column: str, transform: str) -> list[Any]:
+        key = (column, transform)
+        if key not in cache:
+            fn, _ = _transform(transform)
+            j = col_index[column]
+            cache[key] = [fn(tok[j]) for tok in sent]
+        return cache[key]
+
+    out: list[list[str]] = [[] for _ in range(T)]
+    for feat in template.features:
+        label = feat.label()
+        if feat.boolean:
+            p = feat.parts[0]
+            vals = values(p.column, p.transform)
+            for t in range(T):
+                pos = t + p.offset
+                if 0 <= pos < T and vals[pos]:
+                    out[t].append(label)
+            continue
+        cols = [values(p.column, p.transform) for p in feat.parts]
+        offs = [p.offset for p in feat.parts]
+        lo = -min(0, *offs)
+        hi = T - max(0, *offs)
+        for t in range(lo, hi):
+            out[t].append(label + "=" + "|".join(c[t + o] for c, o in zip(cols, offs)))
+    return out
+
+
+def featurize(
+    corpora: Mapping[str, Corpus],
+    template: Template,
+    *,
+    train: str = "train",
+    label: str | None = None,
+    min_count: int = 1,
+) -> Featurized:
+    """Sparse sequences for every split; dictionaries from the training split only.
+
+    Attributes seen fewer than ``min_count`` times in training are dropped. Test
+    attributes unknown to training are dropped and counted; test tokens whose label does
+    not occur in training get label -1 (always counted as an error).
+    """
+    if train not in corpora:
+        raise ValueError(f"no training split {train!r} among {sorted(corpora)}")
+    if min_count < 1:
+        raise ValueError("min_count must be at least 1")
+    tr = corpora[train]
+    label_col = label or tr.label
+    if label_col is None:
+        raise ValueError("the training corpus has no label column")
+    for split, corpus in corpora.items():
+        missing = [c for c in template.columns if c not in corpus.columns]
+        if missing:
+            raise DataFormatError(
+                corpus.path,
+                f"template {template.name!r} needs column(s) {', '.join(missing)}; the "
+                f"{split} corpus has {', '.join(corpus.columns)} (name them with --columns)",
+            )
+        if label_col not in corpus.columns:
+            raise DataFormatError(corpus.path, f"no label column {label_col!r}")
+    label_names = sorted({tok[tr.column(label_col)] for sent in tr.sentences for tok in sent})
+    label_id = {lab: k for k, lab in enumerate(label_names)}
+
+    vocab: dict[str, int] = {}
+    counts: list[int] = []
+    splits: dict[str, Sequences] = {}
+    stats: dict[str, Any] = {
+        "template": template.name,
+        "template_digest": template.digest,
+        "min_count": min_count,
+    }
+    order = [train, *[s for s in corpora if s != train]]
+    raw: dict[str, tuple[list[int], list[int], list[int], list[int]]] = {}
+    for split in order:
+        corpus = corpora[split]
+        col_index = {c: j for j, c in enumerate(corpus.columns)}
+        lj = col_index[label_col]
+        grow = split == train
+        lengths: list[int] = []
+        labels: list[int] = []
+        indptr: list[int] = [0]
+        indices: list[int] = []
+        dropped = unseen_labels = 0
+        for sent in corpus.sentences:
+            lengths.append(len(sent))
+            attrs = _token_attributes(sent, template, col_index)
+            for tok, names in zip(sent, attrs):
+                k = label_id.get(tok[lj])
+                if k is None:
+                    unseen_labels += 1
+                    k = -1
+                labels.append(k)
+                ids = set()
+                for a in names:
+                    j = vocab.get(a)
+                    if j is None:
+                        if not grow:
+                            dropped += 1
+                            continue
+                        j = vocab[a] = len(counts)
+                        counts.append(0)
+                    if grow:
+                        counts[j] += 1
+                    ids.add(j)
+                indices.extend(sorted(ids))
+                indptr.append(len(indices))
+        raw[split] = (lengths, labels, indptr, indices)
+        stats[f"{split}_unknown_attributes_dropped"] = dropped
+        stats[f"{split}_tokens_with_unseen_labels"] = unseen_labels
+    names = [""] * len(vocab)
+    for a, j in vocab.items():
+        names[j] = a
+    keep_map = None
+    if min_count > 1:
+        counts_arr = np.asarray(counts)
+        keep = counts_arr >= min_count
+        keep_map = np.full(len(counts_arr), -1, dtype=np.int64)
+        keep_map[keep] = np.arange(int(keep.sum()))
+        names = [n for n, k in zip(names, keep) if k]
+        stats["attributes_below_min_count"] = int((~keep).sum())
+    for split in order:
+        lengths, labels, indptr, indices = raw[split]
+        ind = np.asarray(indices, dtype=np.int64)
+        ptr = np.asarray(indptr, dtype=np.int64)
+        if keep_map is not None:
+            new_ids = keep_map[ind]
+            ok = new_ids >= 0
+            row = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
+            ptr = np.concatenate([[0], np.cumsum(np.bincount(row[ok], minlength=len(ptr) - 1))])
+            ind = new_ids[ok]
+        splits[split] = Sequences(
+            lengths=np.asarray(lengths, dtype=np.int64),
+            labels=np.asarray(labels, dtype=np.int64),
+            indptr=ptr,
+            indices=ind,
+        )
+    return Featurized(splits, label_names, names, stats)
