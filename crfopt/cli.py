@@ -32,6 +32,52 @@ plugin_dir_option = click.option(
 )
 
 
+def corpus_options(func: Any) -> Any:
+    """--columns/--template/--test/--label: how to read a corpus given as a file path."""
+    for option in reversed(
+        [
+            click.option(
+                "--columns", default=None, help="Column names of a CoNLL file, e.g. word,pos,label."
+            ),
+            click.option(
+                "--template",
+                default=None,
+                help="Feature template: chunking, ner, pos or a TOML/YAML file.",
+            ),
+            click.option(
+                "--test",
+                "test_path",
+                default=None,
+                type=click.Path(dir_okay=False),
+                help="Test file in the same layout as the training file.",
+            ),
+            click.option(
+                "--label",
+                "label_column",
+                default=None,
+                help="Label column (default: the last one; xpos for CoNLL-U).",
+            ),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def corpus_params(
+    columns: str | None, template: str | None, test_path: str | None, label_column: str | None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if columns:
+        out["columns"] = columns
+    if template:
+        out["template"] = template
+    if test_path:
+        out["test"] = test_path
+    if label_column:
+        out["label"] = label_column
+    return out
+
+
 def parse_sets(items: Sequence[str]) -> dict[str, dict[str, Any]]:
     """``NAME.param=value`` items into {NAME: {param: value}}."""
     out: dict[str, dict[str, Any]] = {}
@@ -120,12 +166,24 @@ def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
 @main.command("info")
 @click.option("--problem", "problem_name", required=True, help="Problem name or corpus path.")
 @click.option("--set", "sets", multiple=True, help="Problem parameter, e.g. synthetic.n=500.")
+@corpus_options
 @plugin_dir_option
-def info_cmd(problem_name: str, sets: Sequence[str], plugin_dirs: Sequence[str]) -> None:
+def info_cmd(
+    problem_name: str,
+    sets: Sequence[str],
+    columns: str | None,
+    template: str | None,
+    test_path: str | None,
+    label_column: str | None,
+    plugin_dirs: Sequence[str],
+) -> None:
     """Sizes of a problem (n, tokens, labels, attributes, d, λ), dual memory, provenance."""
     reg = build_registry(plugin_dirs)
     overrides = parse_sets(sets)
-    params = overrides.pop(problem_name, {})
+    params = {
+        **overrides.pop(problem_name, {}),
+        **corpus_params(columns, template, test_path, label_column),
+    }
     if overrides:
         raise click.BadParameter(
             f"--set names {', '.join(overrides)}; here only {problem_name}.param=value applies",
@@ -161,7 +219,17 @@ def info_cmd(problem_name: str, sets: Sequence[str], plugin_dirs: Sequence[str])
             rows.append(("reference", spec.reference))
         if spec.notes:
             rows.append(("notes", spec.notes))
-    for key, value in problem.metadata.items():
+    meta = problem.metadata
+    for f in meta.pop("files", []) or []:
+        rows.append(
+            (
+                f"file {f['file']}",
+                f"{f['path']}\nsha256 {f['sha256'][:16]}…"
+                + (f"\nupstream {f['url']}" if f.get("url") else "")
+                + (f"\nlicence: {f['licence']}" if f.get("licence") else ""),
+            )
+        )
+    for key, value in meta.items():
         rows.append((key, str(value)))
     for k, v in rows:
         table.add_row(escape(k), escape(v))
@@ -387,6 +455,7 @@ def _csv_ints(text: str) -> list[int]:
     help="Hard wall-clock limit per run (s); a run past it is killed and stored as failed.",
 )
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@corpus_options
 @plugin_dir_option
 def compare_cmd(
     problems: str,
@@ -408,6 +477,10 @@ def compare_cmd(
     retry_failed: bool,
     timeout: float | None,
     quiet: bool,
+    columns: str | None,
+    template: str | None,
+    test_path: str | None,
+    label_column: str | None,
     plugin_dirs: Sequence[str],
 ) -> None:
     """Run a grid of problems × optimizers × seeds and store every trace.
@@ -421,6 +494,16 @@ def compare_cmd(
     problem_list = split_list(problems)
     overrides = parse_sets(sets)
     problem_params = {p: overrides.pop(p) for p in list(overrides) if p in problem_list}
+    extra = corpus_params(columns, template, test_path, label_column)
+    if extra:
+        reg0 = build_registry(plugin_dirs)
+        paths = [p for p in problem_list if reg0.is_corpus_path(p)]
+        if not paths:
+            raise click.UsageError(
+                "--columns/--template/--test/--label apply to corpus files given as --problem PATH"
+            )
+        for p in paths:
+            problem_params[p] = {**problem_params.get(p, {}), **extra}
     if all(v is None for v in (passes, oracle_calls, updates, seconds)) and (
         target_suboptimality is None and target_gap is None
     ):
@@ -515,6 +598,64 @@ def optimum_cmd(
     ]:
         table.add_row(k, v)
     console.print(table)
+
+
+@main.command("fetch")
+@click.argument("names", nargs=-1)
+@click.option("--all", "fetch_all", is_flag=True, help="Every registered problem's files.")
+@click.option("--force", is_flag=True, help="Download again even if the file is cached.")
+@plugin_dir_option
+def fetch_cmd(
+    names: Sequence[str], fetch_all: bool, force: bool, plugin_dirs: Sequence[str]
+) -> None:
+    """Download and verify the raw files of problems into the data cache."""
+    from .data import ChecksumError, fetch, locate, verify
+
+    reg = build_registry(plugin_dirs)
+    if fetch_all:
+        names = sorted(reg.problems)
+    if not names:
+        raise click.UsageError(
+            "name the problems to fetch (or --all); problems: " + ", ".join(sorted(reg.problems))
+        )
+    failed = False
+    for name in names:
+        try:
+            spec = reg.problem(name)
+        except UnknownNameError as exc:
+            raise click.BadParameter(str(exc), param_hint="NAMES") from None
+        if not spec.files:
+            console.print(f"{escape(name)}: nothing to download")
+        for df in spec.files:
+            label = f"{name}: {df.folder}/{df.name}"
+            try:
+                if not force:
+                    path = locate(df)
+                    verify(df, path)
+                    console.print(f"{escape(label)}: present and verified at {escape(str(path))}")
+                    continue
+            except FileNotFoundError:
+                pass
+            except ChecksumError as exc:
+                console.print(f"[yellow]{escape(label)}: {escape(str(exc))}; downloading[/]")
+            if df.url is None:
+                err_console.print(
+                    f"[red]{escape(label)}: not found and no download URL is "
+                    "known; put the file under CRFOPT_DATA (see PROVENANCE)[/]"
+                )
+                failed = True
+                continue
+            try:
+                path = fetch(df, progress=sys.stderr.isatty(), force=True)
+            except (ChecksumError, OSError) as exc:
+                err_console.print(f"[red]{escape(label)}: {escape(str(exc))}[/]")
+                failed = True
+                continue
+            console.print(f"{escape(label)}: downloaded and verified to {escape(str(path))}")
+            if df.licence:
+                console.print(f"  licence: {escape(df.licence)}")
+    if failed:
+        sys.exit(1)
 
 
 @main.command("report")

@@ -358,7 +358,14 @@ def plan_grid(
                     f"problem {prob!r}: unknown parameter(s) {', '.join(unknown)}; valid "
                     f"parameters: {', '.join(sorted(reg.problems[prob].defaults))}"
                 )
-        elif not Path(prob).exists():
+        elif reg.is_corpus_path(prob):
+            from .registry import check_corpus_params
+
+            try:
+                check_corpus_params(params)
+            except ValueError as exc:
+                raise ParameterError(str(exc)) from None
+        else:
             reg.problem(prob)  # raises UnknownNameError with the choices
         ident = problem_identity(reg, prob, params)
         for name, merged in selections:

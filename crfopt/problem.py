@@ -155,7 +155,8 @@ class CRFProblem:
     lam : float, optional
         λ; default ``1/n`` (LPL18 §6.1, SBA15 §6).
     test : Sequences, optional
-        The test split used by :meth:`error` with ``split="test"``.
+        The test split used by :meth:`error` with ``split="test"``. Evaluation splits may
+        carry label -1 for tokens whose label never occurs in training (always an error).
     splits : mapping of str to Sequences, optional
         Further evaluation splits (e.g. NER's ``testa``).
     bias : bool
@@ -216,7 +217,7 @@ class CRFProblem:
             if split_name == "train":
                 raise ValueError("'train' is reserved for the training split")
             self._splits[split_name] = build_kernel_data(
-                seqs, self._n_labels, self._n_attributes, self._bias
+                seqs, self._n_labels, self._n_attributes, self._bias, unseen_labels_ok=True
             )
         if label_names is not None and len(label_names) != self._n_labels:
             raise ValueError(f"{len(label_names)} label names for {self._n_labels} labels")
@@ -320,8 +321,13 @@ class CRFProblem:
         """a, the largest number of active embedding attributes of a token."""
         if self.dense:
             return self._n_attributes
-        extra = 3 if self._bias else 0
-        return max(0, int(np.diff(self._data.indptr).max()) - extra) if self.n_tokens else 0
+        kd = self._data
+        if len(kd.indices) == 0:
+            return 0
+        # count the embedding entries only (tokens carry 1 to 3 bias attributes)
+        embedding = (kd.indices < self._n_attributes).astype(np.int64)
+        per_token = np.add.reduceat(embedding, kd.indptr[:-1]) * (np.diff(kd.indptr) > 0)
+        return int(per_token.max())
 
     @property
     def lengths(self) -> np.ndarray:
@@ -421,6 +427,93 @@ class CRFProblem:
                 _hash_arrays(h, kd.offsets, kd.y, kd.X, kd.indptr, kd.indices, kd.values)
             self._set_cache("_fingerprint", h.hexdigest())
         return self._fingerprint  # type: ignore[return-value]
+
+    # ---------------------------------------------------------------- serialization
+    def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Everything needed to rebuild this problem without recomputation.
+
+        Arrays (kernel data of every split, ground-truth features) and JSON-able
+        metadata; :meth:`from_arrays` is the inverse. Used by the featurization cache.
+        """
+        arrays: dict[str, np.ndarray] = {"truth": np.asarray(self._truth)}
+        splits = {"train": self._data, **self._splits}
+        for split, kd in splits.items():
+            for fname, value in kd._asdict().items():
+                if isinstance(value, np.ndarray) and fname != "audit":
+                    arrays[f"{split}.{fname}"] = value
+        meta = {
+            "n_labels": self._n_labels,
+            "n_attributes": self._n_attributes,
+            "bias": self._bias,
+            "lam": self._lam,
+            "name": self._name,
+            "label_names": list(self._label_names) if self._label_names else None,
+            "attribute_names": list(self._attribute_names) if self._attribute_names else None,
+            "metadata": self._metadata,
+            "splits": {
+                split: {
+                    "dense": bool(kd.dense),
+                    "max_len": int(kd.max_len),
+                    "n_attributes": int(kd.n_attributes),
+                }
+                for split, kd in splits.items()
+            },
+        }
+        return arrays, meta
+
+    @classmethod
+    def from_arrays(
+        cls, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], *, lam: float | None = None
+    ) -> CRFProblem:
+        """Rebuild a problem saved with :meth:`to_arrays` (λ may be changed)."""
+        problem = object.__new__(cls)
+        set_ = problem._set_cache
+        set_("_n_labels", int(meta["n_labels"]))
+        set_("_n_attributes", int(meta["n_attributes"]))
+        set_("_bias", bool(meta["bias"]))
+        set_("_name", str(meta["name"]))
+        names = meta.get("label_names")
+        set_("_label_names", tuple(names) if names else None)
+        attrs = meta.get("attribute_names")
+        set_("_attribute_names", tuple(attrs) if attrs else None)
+        set_("_metadata", dict(meta.get("metadata") or {}))
+        kds = {}
+        for split, info in meta["splits"].items():
+            fields = {}
+            for fname in KernelData._fields:
+                if fname == "audit":
+                    fields[fname] = np.zeros(1, dtype=np.int64)
+                elif fname == "dense":
+                    fields[fname] = bool(info["dense"])
+                elif fname in ("n_labels",):
+                    fields[fname] = np.int64(meta["n_labels"])
+                elif fname == "n_attributes":
+                    fields[fname] = np.int64(info["n_attributes"])
+                elif fname == "max_len":
+                    fields[fname] = np.int64(info["max_len"])
+                else:
+                    arr = np.ascontiguousarray(arrays[f"{split}.{fname}"])
+                    arr.setflags(write=False)
+                    fields[fname] = arr
+            kds[split] = KernelData(**fields)
+        set_("_data", kds.pop("train"))
+        set_("_splits", kds)
+        n = int(len(problem._data.offsets) - 1)
+        value = float(meta["lam"]) if lam is None else float(lam)
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"lam must be a positive finite number, got {value!r}")
+        set_("_lam", value)
+        truth = np.ascontiguousarray(arrays["truth"], dtype=np.float64)
+        truth.setflags(write=False)
+        set_("_truth", truth)
+        counter_array = new_counter_array()
+        set_("_counter_array", counter_array)
+        set_("_counters", Counters(counter_array, n))
+        set_("_transpose", None)
+        set_("_fingerprint", None)
+        set_("_radii", None)
+        set_("_frozen", True)
+        return problem
 
     def with_lam(self, lam: float) -> CRFProblem:
         """The same data and feature map with another λ (fresh counters)."""
@@ -723,12 +816,17 @@ class CRFProblem:
         kd = self._data
         K = self._n_labels
         A_tot = int(kd.n_attributes)
-        onehot = np.zeros((len(kd.y), K))
-        onehot[np.arange(len(kd.y)), kd.y] = 1.0
         out = np.empty(self.dim)
-        _impl.batch_expected_emission(
-            kd, build_transpose(kd), onehot, out[: A_tot * K].reshape(A_tot, K)
-        )
+        if kd.dense:
+            onehot = np.zeros((len(kd.y), K))
+            onehot[np.arange(len(kd.y)), kd.y] = 1.0
+            out[: A_tot * K] = (kd.X.T @ onehot).ravel()
+        else:
+            # Σ_i F(x_i, y_i), emission block: each stored entry adds its value at
+            # (attribute, label of its token) — one bincount over the flat (a, k) index.
+            token_label = np.repeat(kd.y, np.diff(kd.indptr))
+            flat = kd.indices.astype(np.int64) * K + token_label
+            out[: A_tot * K] = np.bincount(flat, weights=kd.values, minlength=A_tot * K)
         trans = np.zeros((K, K))
         same = np.ones(len(kd.y) - 1, dtype=bool)
         same[kd.offsets[1:-1] - 1] = False  # no edge across sequence boundaries

@@ -311,9 +311,33 @@ class Registry:
             f"{', '.join(sorted(table)) or '(none)'}{failed}"
         )
 
+    def is_corpus_path(self, name: str | os.PathLike[str]) -> bool:
+        """True when ``name`` is not a registered problem but a corpus file."""
+        key = os.fspath(name)
+        return key not in self.problems and Path(key).is_file()
+
     def load_problem(self, name: str | os.PathLike[str], **params: Any) -> CRFProblem:
-        """Build a registered problem by name."""
-        return self.problem(os.fspath(name)).create(**params)
+        """Build a registered problem by name, or a user corpus from a file path."""
+        key = os.fspath(name)
+        if self.is_corpus_path(key):
+            from .corpus import load_corpus
+
+            check_corpus_params(params)
+            return load_corpus(key, **params)
+        return self.problem(key).create(**params)
+
+
+CORPUS_PARAMS = ("columns", "template", "test", "label", "encoding", "lam", "bias", "min_count")
+
+
+def check_corpus_params(params: Mapping[str, Any]) -> None:
+    """Reject parameters :func:`crfopt.corpus.load_corpus` does not take, listing the valid."""
+    unknown = sorted(set(params) - set(CORPUS_PARAMS))
+    if unknown:
+        raise ValueError(
+            f"corpus file: unknown parameter(s) {', '.join(map(repr, unknown))}; "
+            f"valid parameters: {', '.join(CORPUS_PARAMS)}"
+        )
 
 
 def get_registry(
@@ -334,7 +358,7 @@ def load_problem(
     plugin_dirs: Iterable[str | os.PathLike[str]] = (),
     **params: Any,
 ) -> CRFProblem:
-    """Load a problem by registered name (``"ocr"``, ``"synthetic"``…).
+    """Load a problem by registered name (``"ocr"``, ``"synthetic"``…) or corpus path.
 
     Examples
     --------

@@ -1,0 +1,193 @@
+"""From tagged text to a :class:`CRFProblem`: built-in corpora and the user's own files.
+
+``crfopt compare --problem path/to/train.conll --columns word,pos,label --template ner
+--test path/to/test.conll`` and ``--problem train.conllu`` go through :func:`load_corpus`;
+the built-in text problems (``conll2000``, ``ner-nl``, ``pos-*``) through
+:func:`text_problem`. Both featurize with a template, build the attribute dictionary on
+the training split only, and cache the result keyed by the files' checksums.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .data import cached_problem, sha256_of
+from .features import Featurized, Template, featurize, load_template
+from .problem import CRFProblem
+from .readers import Corpus, DataFormatError, read_conll, read_conllu
+
+
+def problem_from_featurized(
+    name: str,
+    feat: Featurized,
+    *,
+    train: str = "train",
+    lam: float | None = None,
+    bias: bool = True,
+    metadata: Mapping[str, Any] | None = None,
+) -> CRFProblem:
+    """A CRFProblem from featurized splits (the training split first)."""
+    others = {s: seqs for s, seqs in feat.splits.items() if s != train}
+    test = others.pop("test", None)
+    return CRFProblem(
+        feat.splits[train],
+        n_labels=len(feat.label_names),
+        n_attributes=len(feat.attribute_names),
+        lam=lam,
+        test=test,
+        splits=others,
+        bias=bias,
+        label_names=feat.label_names,
+        attribute_names=feat.attribute_names,
+        name=name,
+        metadata={**dict(metadata or {}), **feat.stats},
+    )
+
+
+def text_problem(
+    name: str,
+    readers: Mapping[str, Callable[[], Corpus]],
+    template: str | os.PathLike[str] | Template,
+    *,
+    file_digests: Mapping[str, str],
+    lam: float | None = None,
+    bias: bool = True,
+    min_count: int = 1,
+    label: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    extra_key: Mapping[str, Any] | None = None,
+) -> CRFProblem:
+    """Read, featurize and cache a text problem; ``readers`` maps split → reader.
+
+    The cache key holds the raw files' digests, the template's canonical form,
+    ``min_count``, ``label`` and ``bias`` (everything that changes the arrays), never λ.
+    """
+    tpl = load_template(template)
+
+    def build() -> CRFProblem:
+        corpora = {split: read() for split, read in readers.items()}
+        feat = featurize(corpora, tpl, label=label, min_count=min_count)
+        meta = {**dict(metadata or {}), "template_source": tpl.source}
+        return problem_from_featurized(name, feat, lam=None, bias=bias, metadata=meta)
+
+    key = {
+        "name": name,
+        "files": dict(file_digests),
+        "template": tpl.spec(),
+        "min_count": min_count,
+        "label": label,
+        "bias": bias,
+        **dict(extra_key or {}),
+    }
+    return cached_problem(name, key, build, lam=lam)
+
+
+def _is_conllu(path: str) -> bool:
+    stem = path[:-3] if path.endswith(".gz") else path
+    return stem.endswith(".conllu")
+
+
+def load_corpus(
+    path: str | os.PathLike[str],
+    *,
+    columns: str | Sequence[str] | None = None,
+    template: str | os.PathLike[str] | None = None,
+    test: str | os.PathLike[str] | None = None,
+    label: str | None = None,
+    encoding: str = "utf-8",
+    lam: float | None = None,
+    bias: bool = True,
+    min_count: int = 1,
+) -> CRFProblem:
+    """A problem from the user's own tagged file(s), with no code.
+
+    Parameters
+    ----------
+    path : path
+        Training file: CoNLL columns (``.conll``, ``.txt``, ``.tsv``…, gzip allowed) or
+        CoNLL-U (``.conllu[.gz]``, labels from ``xpos`` unless ``label="upos"``).
+    columns : "word,pos,label" or list, optional
+        Names of the CoNLL columns; default ``word,pos,label`` for three columns,
+        ``word,label`` for two, else ``c0..`` (then ``label`` names the label column).
+    template : str or path, optional
+        ``chunking``, ``ner``, ``pos`` or a TOML/YAML file. Default: ``pos`` for CoNLL-U
+        and word-only files, ``ner`` when there is a ``pos`` column.
+    test : path, optional
+        A test file in the same layout (its tokens' errors are ``test_error``).
+    label : str, optional
+        The label column (default: the last column / ``xpos``).
+    """
+    path = os.fspath(path)
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"no such corpus file: {path}")
+    conllu = _is_conllu(path)
+    if isinstance(columns, str):
+        columns = [c.strip() for c in columns.split(",") if c.strip()]
+    if conllu:
+        if columns is not None:
+            raise ValueError("--columns does not apply to CoNLL-U files (their columns are fixed)")
+        label_col = label or "xpos"
+
+        def read(p: str) -> Corpus:
+            raw = read_conllu(p, label=label_col, encoding=encoding)
+            # name the word column as the templates expect
+            return Corpus(
+                tuple("word" if c == "form" else c for c in raw.columns),
+                raw.sentences,
+                raw.path,
+                raw.label,
+            )
+
+        default_template = "pos"
+    else:
+        if columns is None:
+            probe = read_conll(path, label=None, encoding=encoding)
+            width = len(probe.columns)
+            columns = {3: ["word", "pos", "label"], 2: ["word", "label"]}.get(
+                width, [f"c{j}" for j in range(width)]
+            )
+        label_col = label or list(columns)[-1]
+        if label_col not in columns:
+            raise DataFormatError(
+                path, f"no label column {label_col!r}; columns: {', '.join(columns)}"
+            )
+
+        def read(p: str) -> Corpus:
+            return read_conll(p, columns=columns, label=label_col, encoding=encoding)
+
+        default_template = "ner" if "pos" in columns and label_col != "pos" else "pos"
+    tpl = load_template(template or default_template)
+    readers: dict[str, Callable[[], Corpus]] = {"train": lambda: read(path)}
+    digests = {"train": sha256_of(path)}
+    if test is not None:
+        test = os.fspath(test)
+        if not Path(test).is_file():
+            raise FileNotFoundError(f"no such test file: {test}")
+        readers["test"] = lambda: read(test)
+        digests["test"] = sha256_of(test)
+    name = Path(path).name
+    return text_problem(
+        name,
+        readers,
+        tpl,
+        file_digests=digests,
+        lam=lam,
+        bias=bias,
+        min_count=min_count,
+        label=label_col if not conllu else None,
+        metadata={
+            "source": path,
+            "test_source": test,
+            "columns": list(columns or []),
+            "template": tpl.name,
+        },
+        extra_key={
+            "columns": list(columns or []),
+            "encoding": encoding,
+            "conllu": conllu,
+            "conllu_label": label_col if conllu else None,
+        },
+    )

@@ -1,0 +1,240 @@
+"""Raw data files: where they are, how to download them, and the featurization cache.
+
+A problem definition lists its raw files as :class:`DataFile` entries. A file is looked
+for in ``$CRFOPT_DATA/<folder>/<name>`` (tests and CI point ``CRFOPT_DATA`` at
+``../shared/datasets``), then in the user cache; ``crfopt fetch NAME`` downloads it from
+its canonical URL with pooch and verifies its sha256 — of the file as stored, or of its
+decompressed content (``raw_sha256``) when upstream compresses differently — and a
+mismatch is an error that leaves no file behind.
+
+Featurized problems are cached as ``.npz`` (arrays) plus UTF-8 JSON (dictionaries,
+metadata), keyed by the raw files' checksums, the template, the loader's parameters
+and :data:`crfopt.features.FEATURIZER_VERSION`; writes are atomic, so an interrupted
+build never leaves a half-written cache entry.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .paths import cache_dir
+from .problem import CRFProblem
+
+CACHE_FORMAT = 1
+
+
+class ChecksumError(OSError):
+    """A downloaded file does not have the expected checksum (it has been removed)."""
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One raw file of a problem.
+
+    Parameters
+    ----------
+    name : str
+        File name as stored (``train.txt.gz``).
+    folder : str
+        Sub-folder under ``CRFOPT_DATA`` / the cache (``conll2000``).
+    sha256 : str
+        Checksum of the file as stored (PROVENANCE.md).
+    url : str, optional
+        Canonical upstream URL for ``crfopt fetch``.
+    raw_sha256 : str, optional
+        Checksum of the decompressed content, used when the upstream file is compressed
+        differently (or not at all).
+    licence : str
+        Shown by ``crfopt info`` and ``crfopt fetch``.
+    """
+
+    name: str
+    folder: str
+    sha256: str
+    url: str | None = None
+    raw_sha256: str | None = None
+    licence: str = ""
+
+
+def data_roots() -> list[Path]:
+    roots = []
+    env = os.environ.get("CRFOPT_DATA")
+    if env:
+        roots.append(Path(env).expanduser())
+    roots.append(cache_dir("data"))
+    return roots
+
+
+def locate(df: DataFile) -> Path:
+    """Path of a raw file, or FileNotFoundError saying how to get it."""
+    for root in data_roots():
+        path = root / df.folder / df.name
+        if path.is_file():
+            return path
+    where = ", ".join(str(r / df.folder) for r in data_roots())
+    raise FileNotFoundError(
+        f"{df.folder}/{df.name} not found (looked in {where}); set CRFOPT_DATA to a folder "
+        f"that holds it{', or run `crfopt fetch`' if df.url else ''}"
+    )
+
+
+def sha256_of(path: str | os.PathLike[str], *, decompress: bool = False) -> str:
+    h = hashlib.sha256()
+    opener = gzip.open if decompress else open
+    with opener(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def fetch(df: DataFile, *, progress: bool = False, force: bool = False) -> Path:
+    """Download ``df`` from its URL into the user cache and verify it.
+
+    Accepted when the downloaded bytes have ``sha256``, or their (decompressed)
+    content has ``raw_sha256``; a compressed target name gets a gzip of verified plain
+    content. On mismatch the download is deleted and :class:`ChecksumError` raised.
+    """
+    import pooch
+
+    pooch.get_logger().setLevel("WARNING")  # we verify checksums ourselves, below
+    if df.url is None:
+        raise ValueError(f"{df.folder}/{df.name} has no download URL (see PROVENANCE.md)")
+    target_dir = cache_dir("data", df.folder)
+    target = target_dir / df.name
+    if target.exists() and not force:
+        return target
+    with tempfile.TemporaryDirectory(dir=target_dir, prefix=".fetch-") as tmp:
+        downloaded = Path(
+            pooch.retrieve(
+                df.url, known_hash=None, fname="download", path=tmp, progressbar=progress
+            )
+        )
+        digest = sha256_of(downloaded)
+        if digest == df.sha256:
+            os.replace(downloaded, target)
+            return target
+        gz = _is_gzip(downloaded)
+        if df.raw_sha256 is not None:
+            content = sha256_of(downloaded, decompress=gz)
+            if content == df.raw_sha256:
+                if df.name.endswith(".gz") and not gz:
+                    packed = Path(tmp) / "packed.gz"
+                    with open(downloaded, "rb") as src, gzip.open(packed, "wb") as dst:
+                        shutil.copyfileobj(src, dst)
+                    os.replace(packed, target)
+                elif gz and not df.name.endswith(".gz"):
+                    plain = Path(tmp) / "plain"
+                    with gzip.open(downloaded, "rb") as src, open(plain, "wb") as dst:
+                        shutil.copyfileobj(src, dst)
+                    os.replace(plain, target)
+                else:
+                    os.replace(downloaded, target)
+                return target
+        raise ChecksumError(
+            f"checksum mismatch for {df.url}: got sha256 {digest}, expected {df.sha256}"
+            + (f" (or content sha256 {df.raw_sha256})" if df.raw_sha256 else "")
+            + "; the download was deleted"
+        )
+
+
+def verify(df: DataFile, path: Path) -> str:
+    """The sha256 of a located file, checked against the expected values."""
+    digest = sha256_of(path)
+    if digest == df.sha256:
+        return digest
+    if df.raw_sha256 is not None and sha256_of(path, decompress=_is_gzip(path)) == df.raw_sha256:
+        return digest
+    raise ChecksumError(
+        f"{path}: sha256 {digest} does not match the expected {df.sha256} "
+        f"(PROVENANCE.md); the file is not the one this problem was defined on"
+    )
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def _text(obj: Any) -> np.ndarray:
+    return np.frombuffer(json.dumps(obj, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
+
+
+def cache_key(parts: Mapping[str, Any]) -> str:
+    from .features import FEATURIZER_VERSION
+
+    payload = {"cache_format": CACHE_FORMAT, "featurizer": FEATURIZER_VERSION, **parts}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def cached_problem(
+    name: str,
+    key_parts: Mapping[str, Any],
+    build: Callable[[], CRFProblem],
+    *,
+    lam: float | None = None,
+    refresh: bool = False,
+) -> CRFProblem:
+    """The problem stored under ``key_parts``, or ``build()`` it and store it.
+
+    The cache holds the processed kernel arrays, so a cached load does no work beyond
+    reading the file; λ is applied after loading (it is not part of the key).
+    """
+    key = cache_key(key_parts)
+    path = cache_dir("problems") / f"{name}-{key}.npz"
+    if path.exists() and not refresh:
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files if k != "meta"}
+                meta = json.loads(bytes(z["meta"]).decode("utf-8"))
+            problem = CRFProblem.from_arrays(arrays, meta, lam=lam)
+            return problem
+        except (OSError, ValueError, KeyError, json.JSONDecodeError):
+            path.unlink(missing_ok=True)  # a damaged entry is rebuilt, never trusted
+    t0 = time.perf_counter()
+    problem = build()
+    seconds = time.perf_counter() - t0
+    arrays, meta = problem.to_arrays()
+    meta["metadata"] = {**meta["metadata"], "featurization_seconds": round(seconds, 3)}
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=path.parent)
+    os.close(fd)
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, meta=_text(meta), **arrays)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    if lam is not None and lam != problem.lam:
+        problem = problem.with_lam(lam)
+    return problem
+
+
+def files_metadata(files: Sequence[DataFile], paths: Sequence[Path]) -> dict[str, Any]:
+    """Provenance entries for ``crfopt info``: where each file came from."""
+    return {
+        "files": [
+            {
+                "file": f"{df.folder}/{df.name}",
+                "path": str(p),
+                "sha256": df.sha256,
+                "url": df.url,
+                "licence": df.licence,
+            }
+            for df, p in zip(files, paths)
+        ]
+    }
