@@ -19,6 +19,8 @@ from crfopt import Sequences
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("CRFOPT_DATA", REPO.parent / "shared" / "datasets"))
+# The loaders read CRFOPT_DATA; give them the same default as the tests.
+os.environ.setdefault("CRFOPT_DATA", str(DATA_DIR))
 
 
 def pytest_collection_modifyitems(config, items):
