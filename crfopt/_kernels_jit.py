@@ -553,6 +553,23 @@ def oracle_sums(data, counters, i, w, nodes, edge_sum):
 
 
 @numba.njit(**_NJIT)
+def oracle_sums_scores(data, counters, i, unary, trans, nodes, edge_sum):
+    """Counted oracle in gradient form on score tables with shared transitions.
+
+    For methods that keep w implicitly (w = s·u): (log Z, ℓ_i) of the chain with these
+    scores; linear node marginals into ``nodes`` and Σ_t pairwise marginals into
+    ``edge_sum`` (overwritten). ``nll`` uses the sequence's ground truth.
+    """
+    counters[ORACLE_CALLS] += 1
+    data.audit[0] += 1
+    K = data.n_labels
+    T = data.offsets[i + 1] - data.offsets[i]
+    edge_sum[:, :] = 0.0
+    logZ = chain_marginal_sums(unary, trans, T, K, nodes, edge_sum)
+    return logZ, logZ - truth_score(data, i, unary, trans)
+
+
+@numba.njit(**_NJIT)
 def forward(data, counters, i, w):
     """Counted forward-only call: (log Z_i, ℓ_i(w))."""
     counters[FORWARD_CALLS] += 1

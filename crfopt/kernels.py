@@ -23,6 +23,9 @@ Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, ALGORITHMS.
     both the log-marginals and the linear marginals of ν_i(w) (for dual methods).
 ``oracle_sums(data, counters, i, w, nodes, edge_sum) -> (log_z, nll)``
     linear node marginals and the K×K sum of pairwise marginals (the gradient form).
+``oracle_sums_scores(data, counters, i, unary, trans, nodes, edge_sum) -> (log_z, nll)``
+    the gradient form on score tables with shared transitions (methods that keep
+    w = s·u implicitly compute the scores themselves).
 ``forward(data, counters, i, w) -> (log_z, nll)``
     forward recursion only.
 ``oracle_scores(data, counters, i, unary, edges, log_nodes, log_edges) -> log_z``
@@ -31,6 +34,7 @@ Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, ALGORITHMS.
     forward only, on score tables with shared transitions (SAG's line-search trials).
 
 Uncounted linear algebra (no inference): ``unary_scores``, ``local_scores``,
+``truth_score`` (the ground truth's score under given tables),
 ``expected_emission``, ``truth_transitions``, ``add_local``, ``dot_local``,
 ``support_bounds``, ``emission_matrix``, ``transition_matrix``; and the chain
 functionals ``chain_entropy`` / ``chain_kl`` of given marginals (§1.3, §5.3).
@@ -61,11 +65,13 @@ else:
 oracle = _impl.oracle
 oracle_marginals = _impl.oracle_marginals
 oracle_sums = _impl.oracle_sums
+oracle_sums_scores = _impl.oracle_sums_scores
 forward = _impl.forward
 oracle_scores = _impl.oracle_scores
 forward_scores = _impl.forward_scores
 
 unary_scores = _impl.unary_scores
+truth_score = _impl.truth_score
 local_scores = _impl.local_scores
 expected_emission = _impl.expected_emission
 truth_transitions = _impl.truth_transitions
@@ -98,8 +104,10 @@ __all__ = [
     "oracle_marginals",
     "oracle_scores",
     "oracle_sums",
+    "oracle_sums_scores",
     "support_bounds",
     "transition_matrix",
+    "truth_score",
     "truth_transitions",
     "unary_scores",
 ]
