@@ -21,6 +21,7 @@ import numba
 import numpy as np
 
 from .counters import FORWARD_CALLS, ORACLE_CALLS
+from .vmath import vexp
 
 # Beyond this span (max - min) of a unary row or of the transition table, scaled messages
 # may fall below the smallest double (e^-745) after a few products; use log space.
@@ -159,13 +160,20 @@ def _trans_span(trans, K):
 
 @numba.njit(**_FAST)
 def _exp_transitions(trans, K, E, ET):
-    """E = exp(W - max W) and its transpose; returns max W."""
+    """E = exp(W - max W) and its transpose; returns max W.
+
+    Per-sequence oracles redo this for every call (w changes between calls), so the K²
+    exponentials go through the vectorized exp.
+    """
     mT, _ = _trans_span(trans, K)
+    shifted = np.empty(K * K)
     for k in range(K):
         for l in range(K):
-            v = math.exp(trans[k, l] - mT)
-            E[k, l] = v
-            ET[l, k] = v
+            shifted[k * K + l] = trans[k, l] - mT
+    vexp(shifted, E.reshape(K * K), K * K)
+    for k in range(K):
+        for l in range(K):
+            ET[l, k] = E[k, l]
     return mT
 
 
@@ -175,6 +183,7 @@ def _scaled_forward(unary, E, mT, T, K, u, m, alpha, c):
 
     Returns log Z = Σ_t (log c_t + m_t) + (T-1)·max W.
     """
+    shifted = np.empty(T * K)
     for t in range(T):
         mx = unary[t, 0]
         for k in range(1, K):
@@ -182,7 +191,8 @@ def _scaled_forward(unary, E, mT, T, K, u, m, alpha, c):
                 mx = unary[t, k]
         m[t] = mx
         for k in range(K):
-            u[t, k] = math.exp(unary[t, k] - mx)
+            shifted[t * K + k] = unary[t, k] - mx
+    vexp(shifted, u.reshape(u.shape[0] * K), T * K)
     total = 0.0
     for k in range(K):
         alpha[0, k] = u[0, k]

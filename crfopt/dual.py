@@ -91,11 +91,10 @@ def initial_dual(
     K = problem.n_labels
     data = problem.data
     if init == "gibbs":
-        ln = np.empty((problem.n_tokens, K))
-        le = np.empty((problem.n_tokens - problem.n, K, K))
-        _gibbs_all(data, problem.counters.array, float(c), ln, le)
-        mu.log_nodes[...] = ln
-        mu.log_edges[...] = le
+        # written in place, sequence by sequence: no full-size temporary (the edge
+        # tables are the largest arrays of a dual method; float32 storage is converted
+        # on assignment)
+        _gibbs_all(data, problem.counters.array, float(c), mu.log_nodes, mu.log_edges)
         return mu
     if init == "uniform":
         mu.log_nodes[...] = -math.log(K)
