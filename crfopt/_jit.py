@@ -36,6 +36,7 @@ if JIT_ENABLED:
         parallel: bool = False,
         cache: bool = True,
         fastmath: bool = False,
+        inline: bool = False,
     ) -> Any:
         """Compile ``func`` in nopython mode (``numba.njit``) unless the JIT is disabled.
 
@@ -43,7 +44,10 @@ if JIT_ENABLED:
         raising, as in NumPy, and loops with divisions can be vectorized. With
         ``fastmath=True`` floating-point sums may be reassociated (vectorized reductions;
         results change in the last bits, deterministically) — never the no-NaN/no-inf
-        assumptions.
+        assumptions. ``inline=True`` inlines the function into its callers at numba's IR
+        level: use it for small helpers that take namedtuples of arrays, since a real call
+        increments and decrements the reference count of every array in the tuple
+        (measured: 150 ns per call for 14 arrays, 28x a 26-entry row update).
         """
         decorator = numba.njit(
             parallel=parallel,
@@ -51,6 +55,7 @@ if JIT_ENABLED:
             nogil=True,
             error_model="numpy",
             fastmath=set(SAFE_FASTMATH) if fastmath else False,
+            inline="always" if inline else "never",
         )
         return decorator if func is None else decorator(func)
 
@@ -63,6 +68,7 @@ else:
         parallel: bool = False,
         cache: bool = True,
         fastmath: bool = False,
+        inline: bool = False,
     ) -> Any:
         """Identity decorator: the JIT is disabled by ``CRFOPT_DISABLE_JIT``."""
         if func is None:

@@ -141,14 +141,14 @@ def _entropy(xn, xe, lxn, lxe, T, K):
     return H
 
 
-@jit
+@jit(inline=True)
 def _mix(gamma, sc, T, K):
     """x = μ + γδ and log x for the nodes and edges of the current sequence."""
     _mix_table(sc.mn_f, sc.dn_f, sc.lmn_f, sc.lnun_f, sc.xn_f, sc.lxn_f, T * K, gamma)
     _mix_table(sc.me_f, sc.de_f, sc.lme_f, sc.lnue_f, sc.xe_f, sc.lxe_f, (T - 1) * K * K, gamma)
 
 
-@jit(fastmath=True)
+@jit(fastmath=True, inline=True)
 def _derivatives(gamma, sc, T, K, lna):
     """f'(γ) and f''(γ) of the block objective f(γ) = H̃(μ_γ) - λn/2 (γ²a + 2γb).
 
@@ -158,15 +158,15 @@ def _derivatives(gamma, sc, T, K, lna):
     never subtracts separator terms from clique terms.
     """
     _mix(gamma, sc, T, K)
-    dn = sc.dn
-    xn = sc.xn
+    # locals, not tuple fields, inside loops (each field read costs a reference count)
+    dn, xn, lnun, lxn = sc.dn, sc.xn, sc.lnun, sc.lxn
     d1 = -lna * gamma
     d2 = -lna
     if T == 1:
         for k in range(K):
             dk = dn[0, k]
             if dk != 0.0:
-                d1 += dk * (sc.lnun[0, k] - sc.lxn[0, k])
+                d1 += dk * (lnun[0, k] - lxn[0, k])
                 if xn[0, k] > 0.0:
                     d2 -= dk * dk / xn[0, k]
         return d1, d2
@@ -174,7 +174,7 @@ def _derivatives(gamma, sc, T, K, lna):
         for k in range(K):
             dk = dn[t, k]
             if dk != 0.0:
-                d1 -= dk * (sc.lnun[t, k] - sc.lxn[t, k])
+                d1 -= dk * (lnun[t, k] - lxn[t, k])
     for k in range(K):
         if xn[0, k] > 0.0:
             d2 -= dn[0, k] * dn[0, k] / xn[0, k]
@@ -258,7 +258,7 @@ def _newton_line_search(x0, sub_precision, max_iter, u0, lna, sc, T, K, out):
     return x
 
 
-@jit
+@jit(inline=True)
 def _block_value(gamma, a, b, lam_n, sc, T, K):
     """f(γ) = H̃(μ_γ) - λn/2 (γ² a + 2γ b) (LPL18 eq. 20), for the golden-section search."""
     _mix(gamma, sc, T, K)
@@ -295,7 +295,7 @@ def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K, out):
     return 0.5 * (lo + hi)
 
 
-@jit
+@jit(inline=True)
 def _load(src_n, src_e, s, es, T, K, sc):
     """Copy μ_i from storage (float64 or float32) and exponentiate it."""
     ln = sc.lmn_f
@@ -345,6 +345,27 @@ def _sdca_block(
     n = data.offsets.shape[0] - 1
     K = data.n_labels
     KK = K * K
+    # locals, not tuple fields, inside loops (each field read costs a reference count)
+    mn_f, me_f, nun_f, nue_f, dn_f, de_f, xn_f = (
+        sc.mn_f,
+        sc.me_f,
+        sc.nun_f,
+        sc.nue_f,
+        sc.dn_f,
+        sc.de_f,
+        sc.xn_f,
+    )
+    mn, me, lmn, lme, nun, nue, lnun, lnue = (
+        sc.mn,
+        sc.me,
+        sc.lmn,
+        sc.lme,
+        sc.nun,
+        sc.nue,
+        sc.lnun,
+        sc.lnue,
+    )
+    de, xn, xe, lxn, lxe = sc.de, sc.xn, sc.xe, sc.lxn, sc.lxe
     trans_dir = np.empty((K, K))
     ls_out = np.zeros(2)
     done = 0
@@ -356,8 +377,8 @@ def _sdca_block(
                 sj = data.offsets[j]
                 Tj = data.offsets[j + 1] - sj
                 _load(mu_n, mu_e, sj, sj - j, Tj, K, sc)
-                kernels.oracle_marginals(data, counters, j, w, sc.lnun, sc.lnue, sc.nun, sc.nue)
-                gj = _kl(sc.mn, sc.me, sc.lmn, sc.lme, sc.lnun, sc.lnue, Tj, K)
+                kernels.oracle_marginals(data, counters, j, w, lnun, lnue, nun, nue)
+                gj = _kl(mn, me, lmn, lme, lnun, lnue, Tj, K)
                 gj = gj if gj > 0.0 else 0.0
                 acc[0] += gj - G[j]
                 G[j] = gj
@@ -367,13 +388,13 @@ def _sdca_block(
         T = data.offsets[i + 1] - s
         es = s - i
         _load(mu_n, mu_e, s, es, T, K, sc)
-        kernels.oracle_marginals(data, counters, i, w, sc.lnun, sc.lnue, sc.nun, sc.nue)
+        kernels.oracle_marginals(data, counters, i, w, lnun, lnue, nun, nue)
         for j in range(T * K):
-            sc.dn_f[j] = sc.nun_f[j] - sc.mn_f[j]
+            dn_f[j] = nun_f[j] - mn_f[j]
         for j in range((T - 1) * KK):
-            sc.de_f[j] = sc.nue_f[j] - sc.me_f[j]
-        g_i = _kl(sc.mn, sc.me, sc.lmn, sc.lme, sc.lnun, sc.lnue, T, K)  # pre-step gap
-        r_i = _kl(sc.nun, sc.nue, sc.lnun, sc.lnue, sc.lmn, sc.lme, T, K)  # for f'(0)
+            de_f[j] = nue_f[j] - me_f[j]
+        g_i = _kl(mn, me, lmn, lme, lnun, lnue, T, K)  # pre-step gap
+        r_i = _kl(nun, nue, lnun, lnue, lmn, lme, T, K)  # for f'(0)
         if g_i < 0.0:
             g_i = 0.0
         if r_i < 0.0:
@@ -381,8 +402,8 @@ def _sdca_block(
         # v = (E_μ F - E_ν F)/(λn) on the sequence's support
         lo, hi = kernels.support_bounds(data, i)
         for j in range(T * K):
-            sc.xn_f[j] = -sc.dn_f[j]
-        kernels.expected_emission(data, i, sc.xn, E_loc)
+            xn_f[j] = -dn_f[j]
+        kernels.expected_emission(data, i, xn, E_loc)
         inv = 1.0 / lam_n
         a = 0.0
         for j in range(hi - lo):
@@ -393,7 +414,7 @@ def _sdca_block(
             for l in range(K):
                 acc_t = 0.0
                 for t in range(T - 1):
-                    acc_t -= sc.de[t, k, l]
+                    acc_t -= de[t, k, l]
                 trans_dir[k, l] = acc_t * inv
                 a += trans_dir[k, l] * trans_dir[k, l]
         b = kernels.dot_local(data, i, w, E_loc, trans_dir)
@@ -421,17 +442,17 @@ def _sdca_block(
         _mix(gamma, sc, T, K)
         for t in range(T):
             for k in range(K):
-                v = sc.lxn[t, k]
+                v = lxn[t, k]
                 mu_n[s + t, k] = v if v < 0.0 else 0.0
         for t in range(T - 1):
             for k in range(K):
                 for l in range(K):
-                    v = sc.lxe[t, k, l]
+                    v = lxe[t, k, l]
                     mu_e[es + t, k, l] = v if v < 0.0 else 0.0
         if gamma != 0.0:
             kernels.add_local(data, i, w, gamma, E_loc, trans_dir)
         acc[1] += gamma * gamma * a + 2.0 * gamma * b
-        h_new = _entropy(sc.xn, sc.xe, sc.lxn, sc.lxe, T, K)
+        h_new = _entropy(xn, xe, lxn, lxe, T, K)
         acc[2] += h_new - H[i]
         H[i] = h_new
         acc[0] += g_i - G[i]
