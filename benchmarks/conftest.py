@@ -19,6 +19,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 RESULTS: dict[str, dict[str, float]] = defaultdict(dict)
+UNITS: dict[str, str] = {}
 
 
 @contextlib.contextmanager
@@ -33,8 +34,10 @@ def threads(k: int):
         numba.set_num_threads(old)
 
 
-def record(group: str, label: str, seconds: float) -> None:
-    RESULTS[group][label] = seconds
+def record(group: str, label: str, value: float, unit: str = "s") -> None:
+    """A measurement; the first one of a group is the baseline of its ratios."""
+    RESULTS[group][label] = value
+    UNITS[group] = unit
 
 
 @pytest.fixture
@@ -72,6 +75,61 @@ def time_epoch(optimizer, n: int, repeats: int = 2) -> float:
     return best
 
 
+PEAK_SCRIPT = """
+import sys, crfopt, numpy as np
+from crfopt.compare import parse_optimizer
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) * 1024
+
+def state_bytes(obj, seen=None):
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes if obj.base is None else 0
+    if isinstance(obj, (list, tuple)):
+        return sum(state_bytes(x, seen) for x in obj)
+    if isinstance(obj, dict):
+        return sum(state_bytes(x, seen) for x in obj.values())
+    if hasattr(obj, "__dict__") and not isinstance(obj, (crfopt.CRFProblem, np.random.Generator)):
+        return state_bytes(vars(obj), seen)
+    return 0
+
+problem = crfopt.load_problem(sys.argv[1])
+problem.uncounted.value_and_gradient(problem.zeros())  # compile the kernels first
+name, overrides = parse_optimizer(sys.argv[2])
+spec = crfopt.get_registry().optimizer(name)
+crfopt.runner.warm_up(spec, spec.resolve(overrides), problem)
+current = status("VmRSS")
+with problem.initialization():
+    opt = spec.create(problem, 0, overrides)
+opt.run_block(problem.n)
+print(current, status("VmHWM"), state_bytes(opt))
+"""
+
+
+def peak_memory(problem_name: str, optimizer: str) -> tuple[float, float, float]:
+    """Bytes: (resident before the optimizer, peak resident after one epoch, the
+    optimizer's own arrays). Measured in a fresh process; numba's allocations bypass
+    tracemalloc, so the kernel's own accounting (/proc/self/status) is used.
+    """
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", PEAK_SCRIPT, problem_name, optimizer],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    current, peak, state = (float(x) for x in out.stdout.split()[-3:])
+    return current, peak, state
+
+
 def time_full_pass(problem, repeats: int = 5) -> float:
     import time
 
@@ -95,11 +153,11 @@ def pytest_terminal_summary(terminalreporter):
     for group, rows in RESULTS.items():
         base_label = next(iter(rows))
         base = rows[base_label]
+        unit = UNITS.get(group, "s")
         tr.write_line(f"{group}:")
-        for label, sec in rows.items():
-            tr.write_line(
-                f"  {label:<40s} {sec * 1e3:10.2f} ms   ratio to {base_label}: {sec / base:8.3f}"
-            )
+        for label, value in rows.items():
+            shown = f"{value * 1e3:10.2f} ms" if unit == "s" else f"{value / 2**20:10.1f} MiB"
+            tr.write_line(f"  {label:<44s} {shown}   ratio to {base_label}: {value / base:8.3f}")
     out = Path(os.environ.get("CRFOPT_BENCH_OUT", ".benchmarks/crfopt-ratios.json"))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(
@@ -109,6 +167,7 @@ def pytest_terminal_summary(terminalreporter):
                 "machine": platform.processor() or platform.machine(),
                 "cpus": os.cpu_count(),
                 "results": RESULTS,
+                "units": UNITS,
             },
             indent=2,
         )

@@ -1,0 +1,47 @@
+"""Seconds per epoch of the SAG family against one full oracle pass, same run; and the
+peak memory of an epoch on CoNLL-2000 (issue 7: epoch ≤ 2 full passes).
+
+Single-threaded, after one untimed epoch. Peak memory is the maximum resident set of a
+fresh process, before the optimizer is built and after one epoch.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import crfopt
+from crfopt.compare import parse_optimizer
+from crfopt.runner import warm_up
+
+from conftest import bench_problem, peak_memory, record, threads, time_epoch, time_full_pass
+
+VARIANTS = ["sag", "sag-nus", "sag-nus-star", "saga-nus"]
+
+
+@pytest.mark.parametrize("name", ["ocr", "conll2000"])
+def test_sag_epoch(name, recorder):
+    problem, label = bench_problem(name)
+    reg = crfopt.get_registry()
+    group = f"SAG-family epoch vs full oracle pass, {label} (n={problem.n}, d={problem.dim})"
+    with threads(1):
+        recorder(group, "full oracle pass (value+gradient)", time_full_pass(problem))
+        for text in VARIANTS:
+            variant, overrides = parse_optimizer(text)
+            spec = reg.optimizer(variant)
+            q = problem.with_lam(problem.lam)
+            warm_up(spec, spec.resolve(overrides), q)
+            with q.initialization():
+                opt = spec.create(q, 0, overrides)
+            recorder(group, f"{text} epoch", time_epoch(opt, q.n))
+
+
+def test_sag_peak_memory_conll2000():
+    _, label = bench_problem("conll2000")
+    if "synthetic" in label:
+        pytest.skip("needs the real CoNLL-2000 data (CRFOPT_DATA)")
+    group = "memory on conll2000: resident before the optimizer, peak after one epoch, state"
+    for text in ("sag-nus-star", "sdca-gap"):
+        current, peak, state = peak_memory("conll2000", text)
+        record(group, f"{text}: resident before", current, unit="bytes")
+        record(group, f"{text}: peak after one epoch", peak, unit="bytes")
+        record(group, f"{text}: optimizer arrays", state, unit="bytes")
