@@ -178,10 +178,30 @@ def _exp_transitions(trans, K, E, ET):
 
 
 @numba.njit(**_FAST)
-def _scaled_forward(unary, E, mT, T, K, u, m, alpha, c):
+def _exp_edges(edges, T, K, E, ET, mT):
+    """Per-position E_t = exp(θ_t - max θ_t) and transposes for (T-1, K, K) edge tables."""
+    P = T - 1
+    shifted = np.empty(max(P, 1) * K * K)
+    for t in range(P):
+        mx, _ = _trans_span(edges[t], K)
+        mT[t] = mx
+        for k in range(K):
+            for l in range(K):
+                shifted[(t * K + k) * K + l] = edges[t, k, l] - mx
+    vexp(shifted, E.reshape(E.shape[0] * K * K), P * K * K)
+    for t in range(P):
+        for k in range(K):
+            for l in range(K):
+                ET[t, l, k] = E[t, k, l]
+
+
+@numba.njit(**_FAST)
+def _scaled_forward(unary, E3, mT3, shared, T, K, u, m, alpha, c):
     """Scaled forward pass: u = exp(θ - m_t), normalized α̂ (rows sum to 1), normalizers c.
 
-    Returns log Z = Σ_t (log c_t + m_t) + (T-1)·max W.
+    ``E3`` holds exp(θ_edge - max) for one shared table (shape (1, K, K), ``shared``) or
+    one per position ((T-1, K, K)), ``mT3`` the subtracted maxima. Returns
+    log Z = Σ_t (log c_t + m_t) + Σ_t max θ_edge,t.
     """
     shifted = np.empty(T * K)
     for t in range(T):
@@ -207,6 +227,8 @@ def _scaled_forward(unary, E, mT, T, K, u, m, alpha, c):
         prev = alpha[t - 1]
         for l in range(K):
             row[l] = 0.0
+        E = E3[0] if shared else E3[t - 1]
+        mT = mT3[0] if shared else mT3[t - 1]
         # axpy form (contiguous in l) so the inner loop vectorizes
         for k in range(K):
             a = prev[k]
@@ -226,7 +248,7 @@ def _scaled_forward(unary, E, mT, T, K, u, m, alpha, c):
 
 
 @numba.njit(**_FAST)
-def _scaled_backward(T, K, u, ET, c, beta, V):
+def _scaled_backward(T, K, u, ET3, shared, c, beta, V):
     """Scaled backward pass with the forward normalizers, so μ_t = α̂_t β̂_t.
 
     Also leaves V[t] = u_t β̂_t / c_t (t ≥ 1): the pairwise marginal of (t-1, t) is
@@ -240,6 +262,7 @@ def _scaled_backward(T, K, u, ET, c, beta, V):
         for l in range(K):
             vrow[l] = u[t + 1, l] * beta[t + 1, l] * inv
         row = beta[t]
+        ET = ET3[0] if shared else ET3[t]
         for k in range(K):
             row[k] = 0.0
         for l in range(K):
@@ -306,6 +329,19 @@ def _log_backward(unary, edges, shared, T, K, logc, lb):
 
 
 @numba.njit(**_NJIT)
+def _edges_span(edges, shared, T, K):
+    """Largest max - min over the edge tables that a chain of length T uses."""
+    if shared:
+        return _trans_span(edges[0], K)[1]
+    span = 0.0
+    for t in range(T - 1):
+        s = _trans_span(edges[t], K)[1]
+        if s > span:
+            span = s
+    return span
+
+
+@numba.njit(**_NJIT)
 def _clip0(x):
     return x if x < 0.0 else 0.0
 
@@ -319,45 +355,50 @@ def _chain_marginals(
     On the scaled path the linear marginals are products of the messages
     (α̂_t(k) E(k,l) V_{t+1}(l)), so having both costs no transcendental function.
     """
-    if shared:
-        mT, tspan = _trans_span(edges[0], K)
-        if tspan <= LOG_SPAN_LIMIT and _span(unary, T, K) <= LOG_SPAN_LIMIT:
-            trans = edges[0]
-            u = np.empty((T, K))
-            m = np.empty(T)
-            E = np.empty((K, K))
-            ET = np.empty((K, K))
-            alpha = np.empty((T, K))
-            beta = np.empty((T, K))
-            V = np.empty((T, K))
-            c = np.empty(T)
-            _exp_transitions(trans, K, E, ET)
-            logZ = _scaled_forward(unary, E, mT, T, K, u, m, alpha, c)
-            _scaled_backward(T, K, u, ET, c, beta, V)
-            if want_linear:
-                for t in range(T):
-                    for k in range(K):
-                        nodes[t, k] = alpha[t, k] * beta[t, k]
-                for t in range(T - 1):
-                    for k in range(K):
-                        a = alpha[t, k]
-                        for l in range(K):
-                            lin_edges[t, k, l] = a * E[k, l] * V[t + 1, l]
+    if _edges_span(edges, shared, T, K) <= LOG_SPAN_LIMIT and _span(unary, T, K) <= LOG_SPAN_LIMIT:
+        P = 1 if shared else max(T - 1, 1)
+        E3 = np.empty((P, K, K))
+        ET3 = np.empty((P, K, K))
+        mT3 = np.zeros(P)
+        if shared:
+            mT3[0] = _exp_transitions(edges[0], K, E3[0], ET3[0])
+        else:
+            _exp_edges(edges, T, K, E3, ET3, mT3)
+        u = np.empty((T, K))
+        m = np.empty(T)
+        alpha = np.empty((T, K))
+        beta = np.empty((T, K))
+        V = np.empty((T, K))
+        c = np.empty(T)
+        logZ = _scaled_forward(unary, E3, mT3, shared, T, K, u, m, alpha, c)
+        _scaled_backward(T, K, u, ET3, shared, c, beta, V)
+        if want_linear:
             for t in range(T):
                 for k in range(K):
-                    alpha[t, k] = math.log(alpha[t, k])
-                    beta[t, k] = math.log(beta[t, k])
-                    log_nodes[t, k] = _clip0(alpha[t, k] + beta[t, k])
-            lv = np.empty(K)
+                    nodes[t, k] = alpha[t, k] * beta[t, k]
             for t in range(T - 1):
-                shift = math.log(c[t + 1]) + m[t + 1] + mT
-                for l in range(K):
-                    lv[l] = unary[t + 1, l] + beta[t + 1, l] - shift
+                E = E3[0] if shared else E3[t]
                 for k in range(K):
-                    la = alpha[t, k]
+                    a = alpha[t, k]
                     for l in range(K):
-                        log_edges[t, k, l] = _clip0(la + trans[k, l] + lv[l])
-            return logZ
+                        lin_edges[t, k, l] = a * E[k, l] * V[t + 1, l]
+        for t in range(T):
+            for k in range(K):
+                alpha[t, k] = math.log(alpha[t, k])
+                beta[t, k] = math.log(beta[t, k])
+                log_nodes[t, k] = _clip0(alpha[t, k] + beta[t, k])
+        lv = np.empty(K)
+        for t in range(T - 1):
+            Et = edges[0] if shared else edges[t]
+            mT = mT3[0] if shared else mT3[t]
+            shift = math.log(c[t + 1]) + m[t + 1] + mT
+            for l in range(K):
+                lv[l] = unary[t + 1, l] + beta[t + 1, l] - shift
+            for k in range(K):
+                la = alpha[t, k]
+                for l in range(K):
+                    log_edges[t, k, l] = _clip0(la + Et[k, l] + lv[l])
+        return logZ
     la = np.empty((T, K))
     lb = np.empty((T, K))
     logc = np.empty(T)
@@ -429,8 +470,9 @@ def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum):
         c = np.empty(T)
         S = np.zeros((K, K))
         _exp_transitions(trans, K, E, ET)
-        logZ = _scaled_forward(unary, E, mT, T, K, u, m, nodes, c)
-        _scaled_backward(T, K, u, ET, c, beta, V)
+        mT3 = np.full(1, mT)
+        logZ = _scaled_forward(unary, E.reshape((1, K, K)), mT3, True, T, K, u, m, nodes, c)
+        _scaled_backward(T, K, u, ET.reshape((1, K, K)), True, c, beta, V)
         _accumulate_outer(nodes, V, T, K, S)
         for t in range(T):
             for k in range(K):
@@ -469,8 +511,8 @@ def chain_log_partition(unary, edges, shared, T, K):
             ET = np.empty((K, K))
             alpha = np.empty((T, K))
             c = np.empty(T)
-            mT = _exp_transitions(edges[0], K, E, ET)
-            return _scaled_forward(unary, E, mT, T, K, u, m, alpha, c)
+            mT3 = np.full(1, _exp_transitions(edges[0], K, E, ET))
+            return _scaled_forward(unary, E.reshape((1, K, K)), mT3, True, T, K, u, m, alpha, c)
     la = np.empty((T, K))
     logc = np.empty(T)
     return _log_forward(unary, edges, shared, T, K, la, logc)
@@ -813,6 +855,9 @@ def _batch_sums(data, theta, trans, nodes, alpha_all, V_all, logZ, nll, edge_par
     E = np.empty((K, K))
     ET = np.empty((K, K))
     mT = _exp_transitions(trans, K, E, ET)
+    E3 = E.reshape((1, K, K))
+    ET3 = ET.reshape((1, K, K))
+    mT3 = np.full(1, mT)
     _, tspan = _trans_span(trans, K)
     scaled_ok = tspan <= LOG_SPAN_LIMIT
     L = data.max_len
@@ -831,8 +876,8 @@ def _batch_sums(data, theta, trans, nodes, alpha_all, V_all, logZ, nll, edge_par
             al = alpha_all[s:e]
             Vs = V_all[s:e]
             if scaled_ok and _span(th, T, K) <= LOG_SPAN_LIMIT:
-                z = _scaled_forward(th, E, mT, T, K, u, m, al, c)
-                _scaled_backward(T, K, u, ET, c, beta, Vs)
+                z = _scaled_forward(th, E3, mT3, True, T, K, u, m, al, c)
+                _scaled_backward(T, K, u, ET3, True, c, beta, Vs)
                 nd = nodes[s:e]
                 for t in range(T):
                     for k in range(K):
