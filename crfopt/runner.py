@@ -401,6 +401,9 @@ def _loop(
         else:
             per_iter = max(work() / s.iterations, 1e-9)
             k = max(1, math.ceil((goal_passes * n - work()) / per_iter))
+            # Grow blocks geometrically while the work-per-iteration estimate rests on few
+            # iterations, so a first cheap iteration cannot make a block overshoot.
+            k = min(k, max(1, s.iterations))
             if budget.oracle_calls is not None:
                 per_oracle = max(s.oracle_calls / s.iterations, 1e-9)
                 k = min(k, max(1, math.ceil((budget.oracle_calls - s.oracle_calls) / per_oracle)))
