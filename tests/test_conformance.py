@@ -17,11 +17,18 @@ from crfopt.testing import checks_for, parametrize_with_checks
 _EXAMPLE_DIR = Path(tempfile.mkdtemp(prefix="crfopt-docs-plugin-"))
 write_sgd_plugin(_EXAMPLE_DIR)
 
+_SUBLINEAR = (
+    "stochastic gradient with a decaying (or AdaGrad) step converges sublinearly: 200 passes "
+    "reach about 1e-3 relative sub-optimality, not 1e-6; SBA15 §6 plots them as baselines"
+)
 EXPECTED_FAILURES = {
     "my-sgd": {
         "check_converges_on_tiny_problem": "a constant step converges to a neighbourhood of "
         "w*, not to 1e-6 relative sub-optimality (SBA15 §6)"
     },
+    "sg": {"check_converges_on_tiny_problem": _SUBLINEAR},
+    "asg": {"check_converges_on_tiny_problem": _SUBLINEAR},
+    "adagrad": {"check_converges_on_tiny_problem": _SUBLINEAR},
 }
 
 
