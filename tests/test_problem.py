@@ -333,3 +333,20 @@ def test_log_mix_is_exact_at_the_ends():
     tiny = np.array([-800.0, 0.0])
     log_mix(tiny, tiny - 1.0, 0.5, out)  # no underflow to -inf
     np.testing.assert_allclose(out, np.log(0.5 + 0.5 * np.exp(-1.0)) + tiny)
+
+
+def test_arrays_roundtrip(small_sparse, small_dense):
+    for p in (small_sparse, small_dense):
+        arrays, meta = p.to_arrays()
+        import json
+
+        meta = json.loads(json.dumps(meta))  # what the cache stores
+        q = crfopt.CRFProblem.from_arrays(arrays, meta)
+        assert q.fingerprint == p.fingerprint
+        w = np.random.default_rng(0).normal(size=p.dim)
+        assert q.uncounted.primal(w) == pytest.approx(p.uncounted.primal(w), rel=1e-14)
+        assert q.error(w) == p.error(w)
+        r = crfopt.CRFProblem.from_arrays(arrays, meta, lam=0.5)
+        assert r.lam == 0.5 and r.n == p.n
+        with pytest.raises(AttributeError):
+            q.lam = 1.0
