@@ -70,7 +70,18 @@ def text_problem(
     def build() -> CRFProblem:
         corpora = {split: read() for split, read in readers.items()}
         feat = featurize(corpora, tpl, label=label, min_count=min_count)
-        meta = {**dict(metadata or {}), "template_source": tpl.source}
+        train = corpora.get("train") or next(iter(corpora.values()))
+        # what `crfopt tag` needs to featurize new text the same way
+        meta = {
+            **dict(metadata or {}),
+            "template_source": tpl.source,
+            "template_spec": tpl.spec(),
+            "corpus": {
+                "format": "conllu" if _is_conllu(train.path) else "conll",
+                "columns": list(train.columns),
+                "label": label or train.label,
+            },
+        }
         return problem_from_featurized(name, feat, lam=None, bias=bias, metadata=meta)
 
     key = {

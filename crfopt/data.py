@@ -32,7 +32,8 @@ import numpy as np
 from .paths import cache_dir
 from .problem import CRFProblem
 
-CACHE_FORMAT = 1
+# 2: text problems carry their template and corpus layout (for `crfopt tag`)
+CACHE_FORMAT = 2
 
 
 class ChecksumError(OSError):

@@ -238,26 +238,10 @@ class CRF:
         if result.status in ("failed", "diverged") or result.w is None:
             why = result.meta.get("error_summary") or "non-finite weights"
             raise RuntimeError(f"training {result.status}: {why}")
-        blocks = problem.unpack(result.w)
         self.classes_ = labels
         self.attributes_ = attributes
         self.training_log_ = result.trace
-        self.model_ = Model(
-            labels=labels,
-            attributes=attributes,
-            emission=blocks.emission.copy(),
-            bias=None if blocks.bias is None else blocks.bias.copy(),
-            transition=blocks.transition.copy(),
-            training={
-                "optimizer": self.optimizer,
-                "params": result.meta["params"],
-                "lam": lam,
-                "status": result.status,
-                "effective_passes": float(result.trace["effective_passes"].iloc[-1]),
-                "primal": float(result.trace["primal"].iloc[-1]),
-                "duality_gap": float(result.trace["duality_gap"].iloc[-1]),
-            },
-        )
+        self.model_ = Model.from_problem(problem, result.w, {**result.summary(), "lam": lam})
         return self
 
     def _check_fitted(self) -> Model:

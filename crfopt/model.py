@@ -163,6 +163,32 @@ class Model:
             training=meta.get("training") or {},
         )
 
+    @classmethod
+    def from_problem(
+        cls, problem: Any, w: np.ndarray, training: dict[str, Any] | None = None
+    ) -> Model:
+        """The model of weights ``w`` of ``problem``, with its dictionaries and template.
+
+        Text problems carry their feature template and column layout in their metadata
+        (so ``crfopt tag`` can featurize new text); other problems get generic names.
+        """
+        blocks = problem.unpack(np.asarray(w, dtype=np.float64))
+        labels = problem.label_names or [str(k) for k in range(problem.n_labels)]
+        attributes = problem.attribute_names or [f"x{j}" for j in range(problem.n_attributes)]
+        meta = problem.metadata
+        info = dict(training or {})
+        if meta.get("corpus"):
+            info.setdefault("corpus", meta["corpus"])
+        return cls(
+            labels=list(labels),
+            attributes=list(attributes),
+            emission=blocks.emission.copy(),
+            bias=None if blocks.bias is None else blocks.bias.copy(),
+            transition=blocks.transition.copy(),
+            template=meta.get("template_spec"),
+            training=info,
+        )
+
     # ------------------------------------------------------------------ inference
     def weights_for(self, problem: Any) -> np.ndarray:
         """The flat weight vector of a problem built with this model's dictionaries."""

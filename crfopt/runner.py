@@ -142,6 +142,37 @@ class RunResult:
     meta: dict[str, Any] = field(default_factory=dict)
     w: np.ndarray | None = None
 
+    def summary(self) -> dict[str, Any]:
+        """What a saved model records about its training (JSON-safe)."""
+        last = self.trace.iloc[-1] if len(self.trace) else None
+
+        def final(column: str) -> float | None:
+            if last is None or column not in last or pd.isna(last[column]):
+                return None
+            return float(last[column])
+
+        return {
+            "optimizer": self.meta.get("optimizer_variant"),
+            "params": _json_safe(self.meta.get("params", {})),
+            "seed": self.meta.get("seed"),
+            "status": self.status,
+            "effective_passes": final("effective_passes"),
+            "seconds": final("time_s"),
+            "primal": final("primal"),
+            "duality_gap": final("duality_gap"),
+            "train_error": final("train_error"),
+            "test_error": final("test_error"),
+        }
+
+
+def _json_safe(params: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if isinstance(v, (np.integer, np.floating, np.bool_)):
+            v = v.item()
+        out[k] = v if isinstance(v, (str, int, float, bool, type(None))) else str(v)
+    return out
+
 
 def warm_up(spec: OptimizerSpec, params: Mapping[str, Any], problem: CRFProblem) -> None:
     """Compile the optimizer's numba code on a tiny problem of the same kind, untimed.

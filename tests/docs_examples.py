@@ -9,7 +9,9 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 
 
 def code_blocks(doc: str, lang: str = "python") -> list[str]:
-    text = (DOCS / doc).read_text(encoding="utf-8")
+    """Fenced blocks of docs/DOC (or of the README when DOC is "README.md")."""
+    path = DOCS.parent / doc if doc == "README.md" else DOCS / doc
+    text = path.read_text(encoding="utf-8")
     return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
 
 

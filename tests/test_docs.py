@@ -68,3 +68,10 @@ def test_compiled_loop_example_counts_and_matches_python(tmp_path, monkeypatch):
         v *= 1.0 - 0.1 * q.lam
         v -= 0.1 * g
     np.testing.assert_allclose(w, v, atol=1e-12)
+
+
+def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # the examples write results/ into the working directory
+    for block in code_blocks("README.md"):
+        exec(compile(block, "README.md", "exec"), {})
+    assert "[['PRON', 'VERB']]" in capsys.readouterr().out
