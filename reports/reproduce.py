@@ -1,0 +1,429 @@
+"""Regenerate reports/: the papers' findings (ALGORITHMS.md §6, E1–E11) on this machine.
+
+    python reports/reproduce.py                 # run every grid, then figures and numbers
+    python reports/reproduce.py --only ocr ner  # some problems
+    python reports/reproduce.py --figures-only  # redraw from the stored runs
+    python reports/reproduce.py --list          # the grids and their sizes
+
+Every run is stored as one Parquet file under ``reports/results/<problem>/`` (not
+committed); a rerun keeps what is stored and computes only the missing runs, so an
+interrupted reproduction resumes where it stopped. One grid per problem holds every
+optimizer of every finding with the same budget, so a run shared by two findings (the
+default ``sdca-gap`` of E2, E3 and E6) is computed once.
+
+The budgets are scaled down from the papers' (50–100 passes, several seeds) to what two
+cores do in about two hours; each grid says how. Figures go to ``reports/figures/`` and
+the numbers quoted in ``reports/README.md`` to ``reports/numbers.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import crfopt
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+FIGURES = HERE / "figures"
+
+
+@dataclass(frozen=True)
+class Grid:
+    problem: str
+    passes: float
+    optimizers: tuple[str, ...]
+    note: str
+    seeds: tuple[int, ...] = (0,)
+    problem_params: dict = field(default_factory=dict)
+
+
+MAIN = ("sdca", "sdca-gap", "sag-nus", "sag-nus-star", "oeg", "lbfgs")
+SBA15 = ("sag", "saga-nus", "oeg-c0", "oeg-norp", "sg", "asg", "adagrad")
+
+GRIDS = {
+    "ocr": Grid(
+        "ocr",
+        30,
+        MAIN
+        + SBA15
+        + (
+            # E3 samplers (sdca = uniform, sdca-gap = gap)
+            "sdca-importance",
+            "sdca-gapimp",
+            "sdca-max",
+            # E2 line search: sub-precision, a single Newton step, the starting point
+            "sdca-gap[sub_precision=0.01]",
+            "sdca-gap[sub_precision=1e-05]",
+            "sdca-gap[sub_precision=0.5]",
+            "sdca-gap[start=previous]",
+            # E11 order of visits
+            "sdca-perm",
+            "sdca-cyclic",
+            # E9: SAG's line search started from a too-small L
+            "sag-nus-star[initial_lipschitz=0.001]",
+        ),
+        "LPL18 uses 50–100 passes; 30 here, one seed",
+        seeds=(0,),
+    ),
+    "conll2000": Grid(
+        "conll2000",
+        15,
+        (*MAIN, "sag", "saga-nus", "oeg-c0", "oeg-norp", "asg", "sdca-gap[sub_precision=0.5]"),
+        "15 passes (LPL18: 50), one seed",
+    ),
+    "ner-nl": Grid(
+        "ner-nl",
+        15,
+        (
+            *MAIN,
+            "sag",
+            "oeg-c0",
+            "oeg-norp",
+            "asg",
+            # E4 non-uniformity ρ and periodic refresh; E2 single Newton step
+            "sdca-gap[non_uniformity=0.5]",
+            "sdca-gap[non_uniformity=0.9]",
+            "sdca-gap[non_uniformity=1.0]",
+            "sdca-gap[refresh_period=1]",
+            "sdca-gap[sub_precision=0.5]",
+        ),
+        "15 passes (LPL18: 50), one seed",
+    ),
+    "pos-ewt": Grid(
+        "pos-ewt",
+        6,
+        ("sdca", "sdca-gap", "sag-nus", "sag-nus-star", "oeg", "lbfgs"),
+        "6 passes only (an SDCA epoch on K = 49 costs ~10 full passes of time), one seed",
+    ),
+}
+
+
+def run_grids(names: list[str]) -> None:
+    for name in names:
+        grid = GRIDS[name]
+        print(
+            f"== {name}: {len(grid.optimizers)} optimizers × {len(grid.seeds)} seeds, "
+            f"{grid.passes:g} passes ({grid.note})",
+            flush=True,
+        )
+        t0 = time.time()
+        table = crfopt.compare(
+            grid.problem,
+            list(grid.optimizers),
+            seeds=grid.seeds,
+            passes=grid.passes,
+            out=RESULTS / name,
+            problem_params={grid.problem: grid.problem_params} if grid.problem_params else None,
+            checkpoints="default",
+        )
+        failed = table[table["status"] == "failed"]["optimizer"].unique()
+        print(
+            f"   {table['run_id'].nunique()} runs in {time.time() - t0:.0f} s"
+            + (f"; failed: {', '.join(failed)}" if len(failed) else ""),
+            flush=True,
+        )
+
+
+# ----------------------------------------------------------------------------- numbers
+
+
+def load(name: str) -> pd.DataFrame:
+    path = RESULTS / name
+    if not path.exists():
+        return pd.DataFrame()
+    df = crfopt.read_results(path)
+    runs = df.attrs["runs"]
+    df = df.sort_values(["optimizer", "seed", "checkpoint"]).reset_index(drop=True)
+    df["subopt"] = df["suboptimality"]
+    df["P0"] = df["run_id"].map(lambda r: runs[r]["P0"])
+    df["n"] = df["run_id"].map(lambda r: runs[r]["n"])
+    df["ls_evals"] = df["run_id"].map(lambda r: runs[r]["final_counters"].get("ls_evals", 0))
+    return df
+
+
+def at(df: pd.DataFrame, opt: str, col: str, x: float, axis: str = "effective_passes") -> float:
+    """Value of ``col`` at the last checkpoint with ``axis`` ≤ x (median over seeds)."""
+    sub = df[df["optimizer"] == opt]
+    if sub.empty:
+        return math.nan
+    vals = []
+    for _, run in sub.groupby("seed"):
+        run = run[run[axis] <= x + 1e-9]
+        if len(run):
+            vals.append(run[col].iloc[-1])
+    return float(np.median(vals)) if vals else math.nan
+
+
+def reach(
+    df: pd.DataFrame,
+    opt: str,
+    threshold: float,
+    axis: str = "effective_passes",
+    col: str = "subopt",
+) -> float:
+    """First ``axis`` value where ``col`` ≤ threshold (median over seeds), nan if never."""
+    sub = df[df["optimizer"] == opt]
+    vals = []
+    for _, run in sub.groupby("seed"):
+        hit = run[run[col] <= threshold]
+        vals.append(hit[axis].iloc[0] if len(hit) else math.inf)
+    return float(np.median(vals)) if vals else math.nan
+
+
+def fmt(v: float) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if v == math.inf:
+        return "not reached"
+    if v == 0:
+        return "0"
+    if abs(v) >= 100 or abs(v) < 1e-3:
+        return f"{v:.2e}"
+    return f"{v:.3g}"
+
+
+def numbers_table(df: pd.DataFrame, opts: list[str], passes: list[float]) -> list[str]:
+    n = int(df["n"].iloc[0]) if "n" in df else None
+    p0 = float(df["P0"].iloc[0])
+    head = (
+        "| optimizer | "
+        + " | ".join(f"P−P* @{p:g} passes" for p in passes)
+        + " | passes to 1e-3·P(0) | updates/n to 1e-3·P(0) | oracle calls/n to 1e-3·P(0) "
+        "| final test error |"
+    )
+    lines = [head, "|" + "---|" * (len(passes) + 5)]
+    for opt in opts:
+        if opt not in set(df["optimizer"]):
+            continue
+        row = [fmt(at(df, opt, "subopt", p)) for p in passes]
+        thr = 1e-3 * p0
+        row.append(fmt(reach(df, opt, thr)))
+        u = reach(df, opt, thr, axis="updates")
+        row.append(fmt(u / n if n else u))
+        o = reach(df, opt, thr, axis="oracle_calls")
+        row.append(fmt(o / n if n else o))
+        last = df[df["optimizer"] == opt].groupby("seed").tail(1)
+        row.append(fmt(float(last["test_error"].median())))
+        lines.append(f"| {opt} | " + " | ".join(row) + " |")
+    return lines
+
+
+def gap_lines(df: pd.DataFrame, opts: list[str], passes: list[float]) -> list[str]:
+    lines = [
+        "| optimizer | "
+        + " | ".join(f"est/true @{p:g}" for p in passes)
+        + " | ls_evals / iteration |",
+        "|" + "---|" * (len(passes) + 2),
+    ]
+    for opt in opts:
+        sub = df[df["optimizer"] == opt]
+        if sub.empty or sub["gap_estimate"].isna().all():
+            continue
+        ratio = [
+            fmt(at(df, opt, "gap_estimate", p) / at(df, opt, "duality_gap", p)) for p in passes
+        ]
+        last = sub.iloc[-1]
+        ls = last.get("ls_evals", math.nan) / max(last["iterations"], 1)
+        lines.append(f"| {opt} | " + " | ".join(ratio) + f" | {fmt(ls)} |")
+    return lines
+
+
+def counting_lines(df: pd.DataFrame) -> list[str]:
+    lines = [
+        "| optimizer | oracle calls / iteration | updates / iteration | "
+        "forward calls / iteration, first → last pass |",
+        "|---|---|---|---|",
+    ]
+    for opt, sub in df.groupby("optimizer"):
+        sub = sub[sub["iterations"] > 0]
+        if sub.empty:
+            continue
+        last = sub.iloc[-1]
+        it = sub["iterations"].diff().fillna(sub["iterations"])
+        fw = sub["forward_calls"].diff().fillna(sub["forward_calls"])
+        k = max(1, len(fw) // 8)  # the first and the last eighth of the checkpoints
+        first = fw.iloc[:k].sum() / max(it.iloc[:k].sum(), 1)
+        tail = fw.iloc[-k:].sum() / max(it.iloc[-k:].sum(), 1)
+        lines.append(
+            f"| {opt} | {last['oracle_calls'] / last['iterations']:.3f} | "
+            f"{last['updates'] / last['iterations']:.3f} | {first:.3f} → {tail:.3f} |"
+        )
+    return lines
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def figure(
+    df: pd.DataFrame,
+    opts: list[str],
+    stem: str,
+    title: str,
+    axes: tuple[str, ...] = ("effective_passes",),
+    y: str = "subopt",
+) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from crfopt.report import palette_for
+
+    opts = [o for o in opts if o in set(df["optimizer"])]
+    if not opts:
+        return None
+    labels = {
+        "effective_passes": "effective passes",
+        "updates": "parameter updates / n",
+        "oracle_calls": "oracle calls / n",
+        "time_s": "optimizer seconds",
+    }
+    colors = palette_for(sorted(set(df["optimizer"])))
+    sns.set_theme(style="whitegrid", context="notebook")
+    fig, axs = plt.subplots(
+        1, len(axes), figsize=(5.2 * len(axes), 3.9), sharey=True, squeeze=False
+    )
+    n = float(df["n"].iloc[0])
+    for ax, x in zip(axs[0], axes):
+        for opt in opts:
+            run = df[(df["optimizer"] == opt) & (df["seed"] == df["seed"].min())]
+            xs = run[x] / (n if x in ("updates", "oracle_calls") else 1.0)
+            ys = run[y]
+            keep = ys > 0
+            ax.plot(xs[keep], ys[keep], color=colors[opt], lw=1.6, label=opt)
+        ax.set_yscale("log")
+        ax.set_xlabel(labels.get(x, x))
+    axs[0][0].set_ylabel({"subopt": "P(w) − P*", "test_error": "test error"}.get(y, y))
+    axs[0][-1].legend(fontsize=7, loc="upper right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    path = FIGURES / f"{stem}.png"
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path
+
+
+def make_outputs() -> None:
+    out = [
+        "# Numbers behind reports/README.md",
+        "",
+        f"Generated by `python reports/reproduce.py` on {time.strftime('%Y-%m-%d')}; "
+        "P−P* is absolute, P* the certified optimum of `crfopt optimum`.",
+        "",
+    ]
+    for name, grid in GRIDS.items():
+        df = load(name)
+        if df.empty:
+            out += [f"## {name}", "", "(not run)", ""]
+            continue
+        passes = [p for p in (1, 2, 5, 10, 15, 20, 30) if p <= grid.passes]
+        out += [f"## {name} ({grid.note})", "", f"P(0) = {df['P0'].iloc[0]:.6g}", ""]
+        out += [*numbers_table(df, sorted(df["optimizer"].unique()), passes), ""]
+        out += [*gap_lines(df, sorted(df["optimizer"].unique()), passes), ""]
+        out += [*counting_lines(df), ""]
+        main = [o for o in MAIN if o != "lbfgs"]
+        figure(
+            df,
+            [*main, "lbfgs"],
+            f"{name}-main",
+            f"{name}: LPL18 Fig. 4 / 6 comparison (E6, E7)",
+            axes=("oracle_calls", "updates", "effective_passes"),
+        )
+        figure(df, main, f"{name}-test-error", f"{name}: test error (E8)", y="test_error")
+        if name == "ocr":
+            figure(
+                df,
+                ["sdca", "sdca-importance", "sdca-gap", "sdca-gapimp", "sdca-max"],
+                "ocr-samplers",
+                "OCR: SDCA samplers, ρ = 0.8 (E3, LPL18 Fig. 2)",
+            )
+            figure(
+                df,
+                [
+                    "sdca-gap",
+                    "sdca-gap[sub_precision=0.01]",
+                    "sdca-gap[sub_precision=1e-05]",
+                    "sdca-gap[sub_precision=0.5]",
+                    "sdca-gap[start=previous]",
+                ],
+                "ocr-line-search",
+                "OCR: line search precision and start (E2)",
+            )
+            figure(
+                df, ["sdca", "sdca-perm", "sdca-cyclic"], "ocr-order", "OCR: order of visits (E11)"
+            )
+        if name in ("ocr", "conll2000", "ner-nl"):
+            figure(
+                df,
+                [
+                    "sag",
+                    "sag-nus",
+                    "sag-nus-star",
+                    "saga-nus",
+                    "oeg",
+                    "oeg-c0",
+                    "oeg-norp",
+                    "sg",
+                    "asg",
+                    "adagrad",
+                    "lbfgs",
+                    "sdca-gap",
+                    "sag-nus-star[initial_lipschitz=0.001]",
+                ],
+                f"{name}-sba15",
+                f"{name}: SBA15 Fig. 2 comparison, effective passes (E9)",
+            )
+        if name == "ner-nl":
+            figure(
+                df,
+                [
+                    "sdca",
+                    "sdca-gap[non_uniformity=0.5]",
+                    "sdca-gap",
+                    "sdca-gap[non_uniformity=0.9]",
+                    "sdca-gap[non_uniformity=1.0]",
+                    "sdca-gap[refresh_period=1]",
+                ],
+                "ner-nonuniformity",
+                "NER: non-uniformity ρ of the gap sampler (E4)",
+            )
+            figure(
+                df,
+                ["sdca-gap", "sdca-gap[sub_precision=0.5]"],
+                "ner-line-search",
+                "NER: a single Newton step (E2)",
+            )
+    (HERE / "numbers.md").write_text("\n".join(out) + "\n", encoding="utf-8")
+    print(f"wrote {HERE / 'numbers.md'} and {len(list(FIGURES.glob('*.png')))} figures")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", nargs="*", choices=list(GRIDS), help="problems to run")
+    ap.add_argument("--figures-only", action="store_true")
+    ap.add_argument("--list", action="store_true")
+    args = ap.parse_args(argv)
+    if args.list:
+        for name, g in GRIDS.items():
+            print(f"{name}: {len(g.optimizers)} optimizers, {g.passes:g} passes — {g.note}")
+        return 0
+    os.environ.setdefault("CRFOPT_DATA", str(HERE.parent.parent / "shared" / "datasets"))
+    if not args.figures_only:
+        run_grids(args.only or list(GRIDS))
+    make_outputs()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
