@@ -1,6 +1,6 @@
 """Regenerate reports/datasets.md: our problem sizes next to LPL18 Table 1.
 
-    CRFOPT_DATA=../shared/datasets python reports/datasets.py
+CRFOPT_DATA=../shared/datasets python reports/datasets.py
 """
 
 from __future__ import annotations
@@ -20,8 +20,14 @@ PAPER = {
     "POS": dict(d="8.6e6", n="38,219", N="9.1e5", K="45", A="1.9e5", a="13", mem="13"),
 }
 OURS = [
-    ("ocr", "OCR"), ("conll2000", "CONLL"), ("sag4crf-conll", "CONLL"), ("ner-nl", "NER"),
-    ("sag4crf-ner", "NER"), ("pos-ewt", "POS"), ("pos-conll2000", "POS"), ("sag4crf-pos", "POS"),
+    ("ocr", "OCR"),
+    ("conll2000", "CONLL"),
+    ("sag4crf-conll", "CONLL"),
+    ("ner-nl", "NER"),
+    ("sag4crf-ner", "NER"),
+    ("pos-ewt", "POS"),
+    ("pos-conll2000", "POS"),
+    ("sag4crf-pos", "POS"),
 ]
 
 
@@ -38,8 +44,22 @@ def main() -> None:
             cached = time.perf_counter() - t0
             K = p.n_labels
             mem = 8 * (p.n_tokens - p.n) * K * K / 2**30
-            rows.append((name, paper, p.dim, p.n, p.n_tokens, K, p.n_attributes, p.max_active,
-                         mem, p.primal_at_zero(), first, cached))
+            rows.append(
+                (
+                    name,
+                    paper,
+                    p.dim,
+                    p.n,
+                    p.n_tokens,
+                    K,
+                    p.n_attributes,
+                    p.max_active,
+                    mem,
+                    p.primal_at_zero(),
+                    first,
+                    cached,
+                )
+            )
     lines = [
         "# Problem sizes: crfopt next to LPL18 Table 1",
         "",
@@ -55,15 +75,23 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, paper, d, n, N, K, A, a, mem, p0, first, cached in rows:
-        lines.append(f"| `{name}` | {paper} | {d:,} | {n:,} | {N:,} | {K} | {A:,} | {a} | "
-                     f"{mem:.2f} | {p0:.2f} | {first:.2f} | {cached:.3f} |")
-    lines += ["", "LPL18 Table 1:", "",
-              "| LPL18 | d | n | N | K | A | a | Mem (GiB) | P(0) derived |",
-              "|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| `{name}` | {paper} | {d:,} | {n:,} | {N:,} | {K} | {A:,} | {a} | "
+            f"{mem:.2f} | {p0:.2f} | {first:.2f} | {cached:.3f} |"
+        )
+    lines += [
+        "",
+        "LPL18 Table 1:",
+        "",
+        "| LPL18 | d | n | N | K | A | a | Mem (GiB) | P(0) derived |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     derived = {"OCR": 27.8, "CONLL": 72.6, "NER": 27.8, "POS": 90.6}
     for key, v in PAPER.items():
-        lines.append(f"| {key} | {v['d']} | {v['n']} | {v['N']} | {v['K']} | {v['A']} | "
-                     f"{v['a']} | {v['mem']} | {derived[key]} |")
+        lines.append(
+            f"| {key} | {v['d']} | {v['n']} | {v['N']} | {v['K']} | {v['A']} | "
+            f"{v['a']} | {v['mem']} | {derived[key]} |"
+        )
     lines += ["", Path(__file__).with_name("datasets_notes.md").read_text(encoding="utf-8")]
     out = Path(__file__).with_name("datasets.md")
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
