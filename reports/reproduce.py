@@ -49,6 +49,8 @@ class Grid:
 MAIN = ("sdca", "sdca-gap", "sag-nus", "sag-nus-star", "oeg", "lbfgs")
 SBA15 = ("sag", "saga-nus", "oeg-c0", "oeg-norp", "sg", "asg", "adagrad")
 
+SG_STEPS = ("[step_size=1.0]", "", "[step_size=0.01]")  # the default η₀ is 0.1
+
 GRIDS = {
     "ocr": Grid(
         "ocr",
@@ -70,6 +72,13 @@ GRIDS = {
             "sdca-cyclic",
             # E9: SAG's line search started from a too-small L
             "sag-nus-star[initial_lipschitz=0.001]",
+            # SBA15 §6 picks each SG method's η₀ post hoc from {10^-k}: the rest of that grid
+            "sg[step_size=1.0]",
+            "sg[step_size=0.01]",
+            "asg[step_size=1.0]",
+            "asg[step_size=0.01]",
+            "adagrad[step_size=1.0]",
+            "adagrad[step_size=0.01]",
         ),
         "LPL18 uses 50–100 passes; 30 here, one seed",
         seeds=(0,),
@@ -103,6 +112,13 @@ GRIDS = {
         6,
         ("sdca", "sdca-gap", "sag-nus", "sag-nus-star", "oeg", "lbfgs"),
         "6 passes only (an SDCA epoch on K = 49 costs ~10 full passes of time), one seed",
+    ),
+    "pos-conll2000": Grid(
+        "pos-conll2000",
+        5,
+        ("sdca", "sdca-gap", "sag-nus-star", "oeg", "lbfgs"),
+        "5 passes, one seed; the POS column of CoNLL-2000 (WSJ text; the papers' full WSJ "
+        "set is licensed)",
     ),
 }
 
@@ -146,17 +162,24 @@ def load(name: str) -> pd.DataFrame:
     df["subopt"] = df["suboptimality"]
     df["P0"] = df["run_id"].map(lambda r: runs[r]["P0"])
     df["n"] = df["run_id"].map(lambda r: runs[r]["n"])
+    df["gap_ratio"] = df["gap_estimate"] / df["duality_gap"]
     df["ls_evals"] = df["run_id"].map(lambda r: runs[r]["final_counters"].get("ls_evals", 0))
     return df
 
 
 def at(df: pd.DataFrame, opt: str, col: str, x: float, axis: str = "effective_passes") -> float:
-    """Value of ``col`` at the last checkpoint with ``axis`` ≤ x (median over seeds)."""
+    """Value of ``col`` at the last checkpoint with ``axis`` ≤ x (median over seeds).
+
+    nan where the run's budget ended before x on that axis (SAG's line search spends
+    effective passes on forward calls, so it stops short on the oracle and update axes).
+    """
     sub = df[df["optimizer"] == opt]
     if sub.empty:
         return math.nan
     vals = []
     for _, run in sub.groupby("seed"):
+        if run[axis].max() < 0.98 * x:
+            continue
         run = run[run[axis] <= x + 1e-9]
         if len(run):
             vals.append(run[col].iloc[-1])
@@ -217,6 +240,21 @@ def numbers_table(df: pd.DataFrame, opts: list[str], passes: list[float]) -> lis
     return lines
 
 
+def axis_lines(df: pd.DataFrame, opts: list[str], axis: str, marks: list[float]) -> list[str]:
+    """P−P* at the last checkpoint with ``axis``/n ≤ mark: the E6/E7 readings."""
+    n = int(df["n"].iloc[0])
+    name = {"updates": "updates/n", "oracle_calls": "oracle calls/n"}[axis]
+    lines = [
+        "| optimizer | " + " | ".join(f"P−P* @{name} = {m:g}" for m in marks) + " |",
+        "|" + "---|" * (len(marks) + 1),
+    ]
+    for opt in opts:
+        if opt in set(df["optimizer"]):
+            row = [fmt(at(df, opt, "subopt", m * n, axis=axis)) for m in marks]
+            lines.append(f"| {opt} | " + " | ".join(row) + " |")
+    return lines
+
+
 def gap_lines(df: pd.DataFrame, opts: list[str], passes: list[float]) -> list[str]:
     lines = [
         "| optimizer | "
@@ -263,6 +301,29 @@ def counting_lines(df: pd.DataFrame) -> list[str]:
 # ----------------------------------------------------------------------------- figures
 
 
+# the six methods of LPL18 Fig. 4 keep their colour in every figure; the others take
+# the rest of tab10 in the order a figure lists them, then repeat it dashed
+FIXED = {"sdca": 0, "sdca-gap": 1, "sag-nus": 2, "sag-nus-star": 3, "oeg": 4, "lbfgs": 5}
+
+
+def _styles(opts: list[str]) -> tuple[dict[str, tuple], dict[str, str]]:
+    import seaborn as sns
+
+    tab = sns.color_palette("tab10", 10)
+    free = [k for k in range(10) if k not in FIXED.values()]
+    colors, styles, used = {}, {}, 0
+    for opt in opts:
+        if opt in FIXED:
+            colors[opt], styles[opt] = tab[FIXED[opt]], "-"
+            continue
+        order = free + [k for k in range(10) if k in FIXED.values()]
+        colors[opt] = tab[order[used % 10]]
+        # solid while free colours last, then the whole palette again dashed, dotted, …
+        styles[opt] = "-" if used < len(free) else ("--", ":", "-.")[(used - len(free)) // 10 % 3]
+        used += 1
+    return colors, styles
+
+
 def figure(
     df: pd.DataFrame,
     opts: list[str],
@@ -277,8 +338,6 @@ def figure(
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    from crfopt.report import palette_for
-
     opts = [o for o in opts if o in set(df["optimizer"])]
     if not opts:
         return None
@@ -288,10 +347,10 @@ def figure(
         "oracle_calls": "oracle calls / n",
         "time_s": "optimizer seconds",
     }
-    colors = palette_for(sorted(set(df["optimizer"])))
+    colors, styles = _styles(opts)
     sns.set_theme(style="whitegrid", context="notebook")
     fig, axs = plt.subplots(
-        1, len(axes), figsize=(5.2 * len(axes), 3.9), sharey=True, squeeze=False
+        1, len(axes), figsize=(5.2 * len(axes) + 2.6, 3.9), sharey=True, squeeze=False
     )
     n = float(df["n"].iloc[0])
     for ax, x in zip(axs[0], axes):
@@ -299,17 +358,30 @@ def figure(
             run = df[(df["optimizer"] == opt) & (df["seed"] == df["seed"].min())]
             xs = run[x] / (n if x in ("updates", "oracle_calls") else 1.0)
             ys = run[y]
-            keep = ys > 0
-            ax.plot(xs[keep], ys[keep], color=colors[opt], lw=1.6, label=opt)
+            keep = (ys > 0).fillna(False).astype(bool)
+            if x == "updates" and opt == "lbfgs":
+                continue  # one update per pass: a vertical line at 0 that hides the others
+            ax.plot(xs[keep], ys[keep], color=colors[opt], ls=styles[opt], lw=1.6, label=opt)
         ax.set_yscale("log")
+        if y == "subopt":
+            # a method that starts far above P(0) (oeg-c0) must not squash the others
+            p0 = float(df["P0"].iloc[0])
+            low = max(float(df[df["optimizer"].isin(opts)][y].min()), p0 * 1e-9) / 2
+            ax.set_ylim(low, 2 * p0)
         ax.set_xlabel(labels.get(x, x))
-    axs[0][0].set_ylabel({"subopt": "P(w) − P*", "test_error": "test error"}.get(y, y))
-    axs[0][-1].legend(fontsize=7, loc="upper right")
+    axs[0][0].set_ylabel(
+        {
+            "subopt": "P(w) − P*",
+            "test_error": "test error",
+            "gap_ratio": "gap estimate / true gap",
+        }.get(y, y)
+    )
+    axs[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     FIGURES.mkdir(parents=True, exist_ok=True)
     path = FIGURES / f"{stem}.png"
-    fig.savefig(path, dpi=80)
+    fig.savefig(path, dpi=80, bbox_inches="tight")
     plt.close(fig)
     return path
 
@@ -330,6 +402,12 @@ def make_outputs() -> None:
         passes = [p for p in (1, 2, 5, 10, 15, 20, 30) if p <= grid.passes]
         out += [f"## {name} ({grid.note})", "", f"P(0) = {df['P0'].iloc[0]:.6g}", ""]
         out += [*numbers_table(df, sorted(df["optimizer"].unique()), passes), ""]
+        main6 = [o for o in MAIN if o != "lbfgs"]
+        marks = [m for m in (1, 2, 5, 10, 15) if m <= grid.passes]
+        out += ["Parameter-update axis (E7):", ""]
+        out += [*axis_lines(df, main6, "updates", marks), ""]
+        out += ["Oracle-call axis (E6):", ""]
+        out += [*axis_lines(df, main6, "oracle_calls", marks), ""]
         out += [*gap_lines(df, sorted(df["optimizer"].unique()), passes), ""]
         out += [*counting_lines(df), ""]
         main = [o for o in MAIN if o != "lbfgs"]
@@ -362,6 +440,20 @@ def make_outputs() -> None:
             )
             figure(
                 df, ["sdca", "sdca-perm", "sdca-cyclic"], "ocr-order", "OCR: order of visits (E11)"
+            )
+            figure(
+                df,
+                [f"{m}{s}" for m in ("sg", "asg", "adagrad") for s in SG_STEPS],
+                "ocr-sg-steps",
+                "OCR: SG, ASG, AdaGrad over the step grid η₀ ∈ {1, 0.1, 0.01} (E9)",
+            )
+        if name in ("ocr", "ner-nl"):
+            figure(
+                df,
+                ["sdca", "sdca-gap"],
+                f"{name}-gap-estimate",
+                f"{name}: gap estimate / true duality gap (E5)",
+                y="gap_ratio",
             )
         if name in ("ocr", "conll2000", "ner-nl"):
             figure(
