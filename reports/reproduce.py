@@ -168,8 +168,12 @@ def load(name: str) -> pd.DataFrame:
 
 
 def at(df: pd.DataFrame, opt: str, col: str, x: float, axis: str = "effective_passes") -> float:
-    """Value of ``col`` at the last checkpoint with ``axis`` ≤ x (median over seeds).
+    """Value of ``col`` at ``axis`` = x (median over seeds), interpolated between the two
+    checkpoints around x — log-linearly for positive values.
 
+    Checkpoints land where a block of iterations ends, a little past the scheduled pass
+    when an iteration costs more than one oracle call (OEG's trials, SAG's forward calls);
+    taking "the last checkpoint ≤ x" would then read a value up to a pass too early.
     nan where the run's budget ended before x on that axis (SAG's line search spends
     effective passes on forward calls, so it stops short on the oracle and update axes).
     """
@@ -178,11 +182,16 @@ def at(df: pd.DataFrame, opt: str, col: str, x: float, axis: str = "effective_pa
         return math.nan
     vals = []
     for _, run in sub.groupby("seed"):
-        if run[axis].max() < 0.98 * x:
+        run = run[[axis, col]].dropna().astype(float).sort_values(axis)
+        if run.empty or run[axis].max() < 0.98 * x:
             continue
-        run = run[run[axis] <= x + 1e-9]
-        if len(run):
-            vals.append(run[col].iloc[-1])
+        xs, ys = run[axis].to_numpy(), run[col].to_numpy()
+        if x >= xs[-1]:
+            vals.append(ys[-1])
+        elif (ys > 0).all():
+            vals.append(float(10 ** np.interp(x, xs, np.log10(ys))))
+        else:
+            vals.append(float(np.interp(x, xs, ys)))
     return float(np.median(vals)) if vals else math.nan
 
 
@@ -362,7 +371,15 @@ def figure(
             if x == "updates" and opt == "lbfgs":
                 continue  # one update per pass: a vertical line at 0 that hides the others
             ax.plot(xs[keep], ys[keep], color=colors[opt], ls=styles[opt], lw=1.6, label=opt)
-        ax.set_yscale("log")
+        if y == "test_error":
+            # linear around the final errors: they differ in the second digit, not in decades
+            final = df[df["optimizer"].isin(opts)].groupby("optimizer")["test_error"].last()
+            ax.set_ylim(0.8 * float(final.min()), 3.0 * float(final.max()))
+        else:
+            ax.set_yscale("log")
+        if y == "gap_ratio":
+            for level in (0.5, 1.0, 2.0):  # E5's factor-2 band
+                ax.axhline(level, color="0.5", lw=0.8, ls="--" if level != 1.0 else "-")
         if y == "subopt":
             # a method that starts far above P(0) (oeg-c0) must not squash the others
             p0 = float(df["P0"].iloc[0])
