@@ -109,9 +109,9 @@ GRIDS = {
     ),
     "pos-ewt": Grid(
         "pos-ewt",
-        6,
-        ("sdca", "sdca-gap", "sag-nus", "sag-nus-star", "oeg", "lbfgs"),
-        "6 passes only (an SDCA epoch on K = 49 costs ~10 full passes of time), one seed",
+        12,
+        (*MAIN, "sag", "oeg-c0", "oeg-norp", "asg"),
+        "12 passes (LPL18: 50), one seed",
     ),
     "pos-conll2000": Grid(
         "pos-conll2000",
@@ -175,15 +175,17 @@ def at(df: pd.DataFrame, opt: str, col: str, x: float, axis: str = "effective_pa
     when an iteration costs more than one oracle call (OEG's trials, SAG's forward calls);
     taking "the last checkpoint ≤ x" would then read a value up to a pass too early.
     nan where the run's budget ended before x on that axis (SAG's line search spends
-    effective passes on forward calls, so it stops short on the oracle and update axes).
+    effective passes on forward calls, so it stops short on the oracle and update axes),
+    unless it stopped because it converged.
     """
     sub = df[df["optimizer"] == opt]
     if sub.empty:
         return math.nan
     vals = []
     for _, run in sub.groupby("seed"):
+        converged = run["status"].iloc[-1] == "converged"  # its last value holds from then on
         run = run[[axis, col]].dropna().astype(float).sort_values(axis)
-        if run.empty or run[axis].max() < 0.98 * x:
+        if run.empty or (run[axis].max() < 0.98 * x and not converged):
             continue
         xs, ys = run[axis].to_numpy(), run[col].to_numpy()
         if x >= xs[-1]:
@@ -264,6 +266,18 @@ def axis_lines(df: pd.DataFrame, opts: list[str], axis: str, marks: list[float])
     return lines
 
 
+def error_lines(df: pd.DataFrame, opts: list[str], marks: list[float]) -> list[str]:
+    lines = [
+        "| optimizer | " + " | ".join(f"test error @{m:g} passes" for m in marks) + " |",
+        "|" + "---|" * (len(marks) + 1),
+    ]
+    for opt in opts:
+        if opt in set(df["optimizer"]):
+            row = [f"{100 * at(df, opt, 'test_error', m):.2f} %" for m in marks]
+            lines.append(f"| {opt} | " + " | ".join(row) + " |")
+    return lines
+
+
 def gap_lines(df: pd.DataFrame, opts: list[str], passes: list[float]) -> list[str]:
     lines = [
         "| optimizer | "
@@ -340,7 +354,9 @@ def figure(
     title: str,
     axes: tuple[str, ...] = ("effective_passes",),
     y: str = "subopt",
+    style: dict[str, tuple[int, str]] | None = None,
 ) -> Path | None:
+    """One PNG; ``style`` maps an optimizer to (tab10 colour index, line style)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -357,6 +373,12 @@ def figure(
         "time_s": "optimizer seconds",
     }
     colors, styles = _styles(opts)
+    if style:
+        import seaborn as sns
+
+        tab = sns.color_palette("tab10", 10)
+        for opt, (c, ls) in style.items():
+            colors[opt], styles[opt] = tab[c], ls
     sns.set_theme(style="whitegrid", context="notebook")
     fig, axs = plt.subplots(
         1, len(axes), figsize=(5.2 * len(axes) + 2.6, 3.9), sharey=True, squeeze=False
@@ -423,6 +445,8 @@ def make_outputs() -> None:
         marks = [m for m in (1, 2, 5, 10, 15) if m <= grid.passes]
         out += ["Parameter-update axis (E7):", ""]
         out += [*axis_lines(df, main6, "updates", marks), ""]
+        out += ["Test error against effective passes (E8):", ""]
+        out += [*error_lines(df, [*main6, "lbfgs"], marks), ""]
         out += ["Oracle-call axis (E6):", ""]
         out += [*axis_lines(df, main6, "oracle_calls", marks), ""]
         out += [*gap_lines(df, sorted(df["optimizer"].unique()), passes), ""]
@@ -462,7 +486,13 @@ def make_outputs() -> None:
                 df,
                 [f"{m}{s}" for m in ("sg", "asg", "adagrad") for s in SG_STEPS],
                 "ocr-sg-steps",
-                "OCR: SG, ASG, AdaGrad over the step grid η₀ ∈ {1, 0.1, 0.01} (E9)",
+                "OCR: SG, ASG, AdaGrad, η₀ = 1 (dotted), 0.1, 0.01 (dashed) (E9)",
+                # colour = method, line style = step size
+                style={
+                    f"{m}{s}": (c, ls)
+                    for m, c in (("sg", 6), ("asg", 8), ("adagrad", 9))
+                    for s, ls in zip(SG_STEPS, (":", "-", "--"))
+                },
             )
         if name in ("ocr", "ner-nl"):
             figure(
