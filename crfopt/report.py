@@ -81,15 +81,42 @@ def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def palette_for(names: Sequence[str]) -> dict[str, Any]:
-    """One colour per optimizer name, stable across figures and problems."""
+    """One colour per optimizer name, stable across figures and problems.
+
+    tab10 in name order; beyond ten names the colours repeat and :func:`linestyles_for`
+    tells the repeats apart (neighbouring hues of a continuous palette would not).
+    """
     import seaborn as sns
 
     names = sorted(set(names))
-    colors = sns.color_palette("tab10" if len(names) <= 10 else "husl", len(names))
-    return dict(zip(names, colors))
+    colors = sns.color_palette("tab10", 10)
+    return {name: colors[k % 10] for k, name in enumerate(names)}
 
 
-def _band(ax: Any, sub: pd.DataFrame, x: str, y: str, color: Any, label: str, log: bool) -> int:
+def linestyles_for(names: Sequence[str]) -> dict[str, str]:
+    """Solid for the first ten names, then dashed, dotted, dash-dotted (see palette_for)."""
+    names = sorted(set(names))
+    return {name: ("-", "--", ":", "-.")[(k // 10) % 4] for k, name in enumerate(names)}
+
+
+def _legend_outside(fig: Any, ax: Any) -> None:
+    """One legend right of the figure, so no panel is covered however many lines."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.legend(
+            handles,
+            labels,
+            loc="center left",
+            bbox_to_anchor=(1.0, 0.5),
+            fontsize=8,
+            frameon=False,
+            ncol=1 if len(labels) <= 24 else 2,
+        )
+
+
+def _band(
+    ax: Any, sub: pd.DataFrame, x: str, y: str, color: Any, label: str, log: bool, ls: str = "-"
+) -> int:
     """Median over seeds with the min–max band; returns the number of hidden points."""
     hidden = 0
     if log:
@@ -103,14 +130,20 @@ def _band(ax: Any, sub: pd.DataFrame, x: str, y: str, color: Any, label: str, lo
         for k, (_, run) in enumerate(sub.groupby("run_id")):
             run = run.sort_values(x)
             ax.plot(
-                run[x], run[y], color=color, lw=1.4, alpha=0.85, label=label if k == 0 else None
+                run[x],
+                run[y],
+                color=color,
+                ls=ls,
+                lw=1.4,
+                alpha=0.85,
+                label=label if k == 0 else None,
             )
         return hidden
     g = sub.groupby(x)[y]
     med = g.median()
     lo = g.min()
     hi = g.max()
-    ax.plot(med.index, med.values, color=color, lw=1.6, label=label)
+    ax.plot(med.index, med.values, color=color, ls=ls, lw=1.6, label=label)
     if sub["run_id"].nunique() > 1:
         ax.fill_between(med.index, lo.values, hi.values, color=color, alpha=0.2, lw=0)
     return hidden
@@ -209,6 +242,7 @@ def make_report(
     out_dir.mkdir(parents=True, exist_ok=True)
     df = _prepare(frame)
     colors = palette_for(df["optimizer"].unique())
+    styles = linestyles_for(df["optimizer"].unique())
     sns.set_theme(style="whitegrid", context="notebook")
     report = Report(out_dir)
     sections: list[str] = []
@@ -230,11 +264,12 @@ def make_report(
                         colors[opt],
                         opt,
                         log=True,
+                        ls=styles[opt],
                     )
                 ax.set_yscale("log")
                 ax.set_xlabel(xlabel)
             axes[0].set_ylabel("(P(w) − P*) / P(0)")
-            axes[-1].legend(loc="upper right", fontsize=8, frameon=True)
+            _legend_outside(fig, axes[-1])
             note = (
                 f" ({hidden // 4} points ≤ 0, i.e. below P*'s certificate, not shown)"
                 if hidden
@@ -278,7 +313,7 @@ def make_report(
             axes[0].set_yscale("log")
             axes[0].set_xlabel("effective passes")
             axes[0].set_ylabel("gap / P(0)")
-            axes[0].legend(fontsize=7)
+            _legend_outside(fig, axes[0])
             axes[1].set_yscale("log")
             axes[1].axhspan(0.5, 2.0, color="grey", alpha=0.12, lw=0)
             axes[1].set_xlabel("effective passes")
@@ -299,10 +334,15 @@ def make_report(
                     colors[opt],
                     opt,
                     log=False,
+                    ls=styles[opt],
                 )
+            # around the final errors: they differ in the second digit, the start is ~1
+            final = pdf.sort_values("checkpoint").groupby("run_id")["test_error"].last()
+            if final.notna().any() and final.max() > 0:
+                ax.set_ylim(0.8 * float(final.min()), min(1.0, 3.0 * float(final.max())))
             ax.set_xlabel("effective passes")
             ax.set_ylabel("test error (per token)")
-            ax.legend(fontsize=8)
+            _legend_outside(fig, ax)
             fig.suptitle(f"{problem}: test error", fontsize=11)
             report.figures += _save(fig, out_dir, f"{problem}-test-error", formats)
             parts.append(f'<img alt="test error" src="data:image/png;base64,{_png_b64(fig)}">')

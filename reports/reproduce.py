@@ -110,7 +110,7 @@ GRIDS = {
     "pos-ewt": Grid(
         "pos-ewt",
         12,
-        (*MAIN, "sag", "oeg-c0", "oeg-norp", "asg"),
+        (*MAIN, "sag", "oeg-norp"),
         "12 passes (LPL18: 50), one seed",
     ),
     "pos-conll2000": Grid(
