@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import os
 import re
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -314,6 +315,15 @@ class GridPlan:
         return [t for t in self.tasks if t.run_id not in ids]
 
 
+def _check_writable(out_dir: Path) -> None:
+    """Fail before any work when results cannot be stored (read-only folder, a file in
+    the way, no space for even an empty file), not after the first hour of a grid."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, probe = tempfile.mkstemp(prefix=".tmp-probe-", dir=out_dir)
+    os.close(fd)
+    os.unlink(probe)
+
+
 def plan_grid(
     problems: Sequence[str],
     optimizers: Sequence[str],
@@ -561,6 +571,8 @@ def compare(
         retry_failed=retry_failed,
         registry=reg,
     )
+    if plan.pending:
+        _check_writable(plan.out_dir)
     if reporter is not None:
         reporter.planned(plan)
     pending = _with_optimum(plan, reg, optimum, getattr(reporter, "message", None))

@@ -142,6 +142,41 @@ def test_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path, monkeypatch):
     assert not list((tmp_path / "o").glob("*"))  # no temporary or partial file
 
 
+def test_read_only_output_folder_fails_before_any_work(tmp_path, monkeypatch):
+    """A folder we may not write to is refused up front, not after the first run.
+
+    Simulated (the tests may run as root, who ignores permissions): creating a file in
+    the output folder raises EACCES, as it does in a read-only folder."""
+    import importlib
+    import os
+    import tempfile
+
+    # crfopt.compare is also the function's name in the package namespace
+    compare_module = importlib.import_module("crfopt.compare")
+
+    ran = []
+    real_mkstemp = tempfile.mkstemp
+
+    def denied(*a, dir=None, **k):
+        if dir is not None and str(tmp_path / "ro") in str(dir):
+            raise PermissionError(errno.EACCES, "Permission denied", str(dir))
+        return real_mkstemp(*a, dir=dir, **k)
+
+    monkeypatch.setattr(compare_module.tempfile, "mkstemp", denied)
+    monkeypatch.setattr(compare_module, "run", lambda *a, **k: ran.append(a))
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    res = CliRunner().invoke(
+        main,
+        [
+            *("compare", "--problem", "synthetic", "--optimizers", "lbfgs,sdca"),
+            *("--passes", "1", "--out", str(tmp_path / "ro"), "--quiet"),
+        ],
+    )
+    assert res.exit_code == 1, res.output
+    assert "cannot write results" in res.output and "Permission denied" in res.output
+    assert ran == [] and not [f for f in os.listdir(tmp_path / "ro")]
+
+
 def test_output_path_that_is_a_file(tmp_path):
     f = tmp_path / "not-a-dir"
     f.write_text("x")
