@@ -494,7 +494,7 @@ def make_outputs() -> None:
                     for s, ls in zip(SG_STEPS, (":", "-", "--"))
                 },
             )
-        if name in ("ocr", "ner-nl"):
+        if name in ("ocr", "ner-nl", "pos-ewt"):
             figure(
                 df,
                 ["sdca", "sdca-gap"],
@@ -502,7 +502,7 @@ def make_outputs() -> None:
                 f"{name}: gap estimate / true duality gap (E5)",
                 y="gap_ratio",
             )
-        if name in ("ocr", "conll2000", "ner-nl"):
+        if name in ("ocr", "conll2000", "ner-nl", "pos-ewt"):
             figure(
                 df,
                 [
