@@ -113,7 +113,12 @@ def crfsuite_weights(problem, path: str) -> np.ndarray:
     info = tagger.info()
     labels = problem.label_names or [str(k) for k in range(problem.n_labels)]
     lab = {name: k for k, name in enumerate(labels)}
-    names = problem.attribute_names or [f"x{j}" for j in range(problem.n_attributes)]
+    # the names crfsuite_items gave the attributes: x{j} for dense pixels
+    names = (
+        [f"x{j}" for j in range(problem.n_attributes)]
+        if problem.data.dense or not problem.attribute_names
+        else problem.attribute_names
+    )
     att = {name: j for j, name in enumerate(names)}
     w = problem.zeros()
     blocks = problem.unpack(w)
@@ -281,6 +286,15 @@ def p5() -> dict:
 # ----------------------------------------------------------------------------- report
 
 
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "not installed"
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -302,7 +316,8 @@ def write_report(res: dict, path: Path) -> None:
         "",
         f"Measured {res['date']} on {res['machine']} by `python benchmarks/performance.py`",
         f"(crfopt {crfopt.__version__}, numba {res['numba']}, python-crfsuite {res['crfsuite']}).",
-        "Each figure is a ratio against a baseline measured in the same run.",
+        "Each figure is a ratio against a baseline measured in the same run (the time of",
+        "each measurement is in its Details).",
         "",
         "| | what | crfopt | baseline | ratio | target | |",
         "|---|---|---|---|---|---|---|",
@@ -376,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(HERE.parent / "reports" / "performance.md"))
     args = ap.parse_args(argv)
     import numba
-    import pycrfsuite
+    import pycrfsuite  # noqa: F401  (fail before the first measurement if missing)
 
     # raw numbers stay out of the repository (.benchmarks/ is ignored)
     json_path = HERE.parent / ".benchmarks" / "performance.json"
@@ -389,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": machine(),
             "numba": numba.__version__,
-            "crfsuite": getattr(pycrfsuite, "__version__", "?"),
+            "crfsuite": _version("python-crfsuite"),
         }
     )
     for key in args.only or ["P1", "P2", "P3", "P4", "P5"]:
