@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-import crfopt
-from crfopt.compare import parse_optimizer
-from crfopt.runner import warm_up
-
-from conftest import bench_problem, peak_memory, record, threads, time_epoch, time_full_pass
+from conftest import bench_problem, peak_memory, record, record_epochs, threads, time_full_pass
 
 VARIANTS = ["sag", "sag-nus", "sag-nus-star", "saga-nus"]
 
@@ -21,18 +17,10 @@ VARIANTS = ["sag", "sag-nus", "sag-nus-star", "saga-nus"]
 @pytest.mark.parametrize("name", ["ocr", "conll2000"])
 def test_sag_epoch(name, recorder):
     problem, label = bench_problem(name)
-    reg = crfopt.get_registry()
     group = f"SAG-family epoch vs full oracle pass, {label} (n={problem.n}, d={problem.dim})"
     with threads(1):
         recorder(group, "full oracle pass (value+gradient)", time_full_pass(problem))
-        for text in VARIANTS:
-            variant, overrides = parse_optimizer(text)
-            spec = reg.optimizer(variant)
-            q = problem.with_lam(problem.lam)
-            warm_up(spec, spec.resolve(overrides), q)
-            with q.initialization():
-                opt = spec.create(q, 0, overrides)
-            recorder(group, f"{text} epoch", time_epoch(opt, q.n))
+        record_epochs(recorder, group, problem, VARIANTS)
 
 
 def test_sag_peak_memory_conll2000():

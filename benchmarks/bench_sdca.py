@@ -12,10 +12,8 @@ import pytest
 
 import crfopt
 from crfopt import kernels
-from crfopt.compare import parse_optimizer
-from crfopt.runner import warm_up
 
-from conftest import bench_problem, threads, time_epoch, time_full_pass
+from conftest import bench_problem, record_epochs, threads, time_full_pass
 
 # sub_precision=0.5: a single Newton step, i.e. one line-search evaluation per iteration,
 # so the difference to sdca-gap is the price of the extra ~1.6 evaluations
@@ -40,20 +38,12 @@ def _oracle_sweep(data, counters, w, K, L):
 @pytest.mark.parametrize("name", ["ocr", "conll2000"])
 def test_sdca_epoch(name, recorder):
     problem, label = bench_problem(name)
-    reg = crfopt.get_registry()
     group = f"SDCA epoch vs full oracle pass, {label} (n={problem.n}, N={problem.n_tokens})"
     with threads(1):
         recorder(group, "full oracle pass (value+gradient)", time_full_pass(problem))
         if crfopt.JIT_ENABLED:
             recorder(group, "n oracles with marginals (no update)", _time_sweep(problem))
-        for text in VARIANTS:
-            variant, overrides = parse_optimizer(text)
-            spec = reg.optimizer(variant)
-            q = problem.with_lam(problem.lam)
-            warm_up(spec, spec.resolve(overrides), q)
-            with q.initialization():
-                opt = spec.create(q, 0, overrides)
-            recorder(group, f"{text} epoch", time_epoch(opt, q.n))
+        record_epochs(recorder, group, problem, VARIANTS)
 
 
 def _time_sweep(problem, repeats: int = 3) -> float:

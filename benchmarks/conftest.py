@@ -75,6 +75,24 @@ def time_epoch(optimizer, n: int, repeats: int = 2) -> float:
     return best
 
 
+def record_epochs(recorder, group: str, problem, variants) -> None:
+    """Record one epoch (n iterations) of each optimizer variant, e.g. ``"sdca-gap[rho=1]"``,
+    on a fresh copy of ``problem`` (after a warm-up and one untimed epoch)."""
+    import crfopt
+    from crfopt.compare import parse_optimizer
+    from crfopt.runner import warm_up
+
+    reg = crfopt.get_registry()
+    for text in variants:
+        variant, overrides = parse_optimizer(text)
+        spec = reg.optimizer(variant)
+        q = problem.with_lam(problem.lam)
+        warm_up(spec, spec.resolve(overrides), q)
+        with q.initialization():
+            opt = spec.create(q, 0, overrides)
+        recorder(group, f"{text} epoch", time_epoch(opt, q.n))
+
+
 PEAK_SCRIPT = """
 import sys, crfopt, numpy as np
 from crfopt.compare import parse_optimizer
