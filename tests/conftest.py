@@ -182,3 +182,18 @@ def small_dense() -> crfopt.CRFProblem:
     return crfopt.make_synthetic(
         n=30, labels=3, attributes=12, length=4, density=0.3, dense=True, seed=4
     )
+
+
+def scipy_optimum(problem: crfopt.CRFProblem) -> np.ndarray:
+    """w* by scipy's L-BFGS-B on the uncounted primal: the independent reference optimum
+    the optimizer tests compare with (gtol 1e-12)."""
+    import scipy.optimize
+
+    res = scipy.optimize.minimize(
+        problem.uncounted.value_and_gradient,
+        problem.zeros(),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 5000, "ftol": 0.0, "gtol": 1e-12},
+    )
+    return res.x

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.optimize
 
 import crfopt
+
+from conftest import scipy_optimum
 
 
 @pytest.fixture(scope="module")
@@ -16,14 +17,7 @@ def small():
 
 @pytest.fixture(scope="module")
 def w_star(small):
-    res = scipy.optimize.minimize(
-        small.uncounted.value_and_gradient,
-        small.zeros(),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": 5000, "ftol": 0.0, "gtol": 1e-12},
-    )
-    return res.x
+    return scipy_optimum(small)
 
 
 def _make(problem, name, seed=0, **overrides):

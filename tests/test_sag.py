@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.optimize
 
 import crfopt
+
+from conftest import scipy_optimum
 
 VARIANTS = ["sag", "sag-nus", "sag-nus-star", "saga-nus"]
 
@@ -20,14 +21,7 @@ def small():
 
 @pytest.fixture(scope="module")
 def p_star(small):
-    res = scipy.optimize.minimize(
-        small.uncounted.value_and_gradient,
-        small.zeros(),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": 5000, "ftol": 0.0, "gtol": 1e-12},
-    )
-    return small.uncounted.primal(res.x)
+    return small.uncounted.primal(scipy_optimum(small))
 
 
 @pytest.mark.parametrize("name", VARIANTS)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.optimize
 
 import crfopt
 import crfopt_plugins.sdca as S
 from crfopt.dual import initial_dual
+
+from conftest import scipy_optimum
 
 VARIANTS = [
     "sdca",
@@ -41,14 +42,7 @@ def small_dense():
 
 @pytest.fixture(scope="module")
 def w_star(small):
-    res = scipy.optimize.minimize(
-        small.uncounted.value_and_gradient,
-        small.zeros(),
-        jac=True,
-        method="L-BFGS-B",
-        options={"maxiter": 5000, "ftol": 0.0, "gtol": 1e-12},
-    )
-    return res.x
+    return scipy_optimum(small)
 
 
 def _block_state(problem, i):
