@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .fileio import atomic_write
 from .paths import cache_dir
 from .problem import CRFProblem
 
@@ -211,15 +212,8 @@ def cached_problem(
     seconds = time.perf_counter() - t0
     arrays, meta = problem.to_arrays()
     meta["metadata"] = {**meta["metadata"], "featurization_seconds": round(seconds, 3)}
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=path.parent)
-    os.close(fd)
-    try:
-        with open(tmp, "wb") as f:
-            np.savez(f, meta=_text(meta), **arrays)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with atomic_write(path, suffix=".npz") as f:
+        np.savez(f, meta=_text(meta), **arrays)
     if lam is not None and lam != problem.lam:
         problem = problem.with_lam(lam)
     return problem

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ._version import __version__
+from .fileio import atomic_write
 
 FORMAT = "crfopt-model"
 VERSION = 1
@@ -111,17 +111,8 @@ class Model:
         }
         if self.bias is not None:
             arrays["bias"] = self.bias
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=path.parent)
-        os.close(fd)
-        try:
-            with open(tmp, "wb") as f:
-                np.savez_compressed(f, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        with atomic_write(path, suffix=".npz") as f:
+            np.savez_compressed(f, **arrays)
         return path
 
     @classmethod

@@ -10,8 +10,6 @@ tighten the interval: P* ∈ [best dual value seen, P(w_ref)] (G4).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -21,6 +19,7 @@ from typing import Any
 import numpy as np
 import scipy.optimize
 
+from .fileio import atomic_write
 from .paths import cache_dir
 from .problem import CRFProblem
 
@@ -68,10 +67,8 @@ def _cache_file(problem: CRFProblem) -> Path:
 
 
 def _atomic_write_json(path: Path, data: dict[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
+    with atomic_write(path, mode="w", suffix=".json") as f:
         json.dump(data, f, indent=2, sort_keys=True)
-    os.replace(tmp, path)
 
 
 def cached_optimum(problem: CRFProblem) -> ReferenceOptimum | None:

@@ -10,14 +10,12 @@ in the Parquet file's key-value metadata rather than in columns.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
 import platform
 import socket
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +24,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from .fileio import atomic_write
 
 SCHEMA_VERSION = 1
 
@@ -167,15 +167,8 @@ def write_run(path: str | os.PathLike[str], frame: pd.DataFrame, meta: Mapping[s
     full_meta = {"provenance": provenance(), **dict(meta)}
     existing = table.schema.metadata or {}
     table = table.replace_schema_metadata({**existing, _META_KEY: canonical_json(full_meta)})
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".parquet", dir=path.parent)
-    os.close(fd)
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with atomic_write(path, suffix=".parquet") as f:
+        pq.write_table(table, f)
     return path
 
 
