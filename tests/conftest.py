@@ -23,6 +23,24 @@ DATA_DIR = Path(os.environ.get("CRFOPT_DATA", REPO.parent / "shared" / "datasets
 os.environ.setdefault("CRFOPT_DATA", str(DATA_DIR))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_cache(tmp_path_factory):
+    """Every test writes featurizations and P* into a cache of this session, never the user's.
+
+    One directory for the session (not per test) so a dataset is featurized once per run;
+    tests that need an empty cache set ``CRFOPT_CACHE`` themselves. ``CRFOPT_TEST_CACHE``
+    names a persistent directory instead (the slow env reuses the certified OCR optimum).
+    """
+    old = os.environ.get("CRFOPT_CACHE")
+    path = os.environ.get("CRFOPT_TEST_CACHE") or str(tmp_path_factory.mktemp("crfopt-cache"))
+    os.environ["CRFOPT_CACHE"] = path
+    yield Path(path)
+    if old is None:
+        os.environ.pop("CRFOPT_CACHE", None)
+    else:
+        os.environ["CRFOPT_CACHE"] = old
+
+
 def pytest_collection_modifyitems(config, items):
     """Skip tests that need the raw data files when CRFOPT_DATA has none."""
     if DATA_DIR.is_dir():

@@ -111,3 +111,28 @@ def test_errors():
         crfopt.CRF().set_params(learning_rate=1)
     with pytest.raises(ValueError, match="lam or c2"):
         crfopt.CRF(lam=0.1, c2=1.0).fit(X, y)
+
+
+def test_c2_is_crfsuite_scaling_of_lam():
+    """c2 = nλ/2: CRFsuite minimizes Σℓ_i(w) + c2‖w‖², crfopt (1/n)Σℓ_i(w) + (λ/2)‖w‖².
+
+    The training record of a fit with c2 must carry λ = 2 c2 / n, and n·P_λ(w) must equal
+    CRFsuite's objective at any w, with Σℓ_i computed by enumerating every labeling.
+    """
+    from conftest import enumerate_sequence, feature_vector, tiny_problem
+
+    X, y = _toy_corpus(n=30, seed=3)
+    c2 = 0.7
+    crf = crfopt.CRF(c2=c2, max_passes=2).fit(X, y)
+    assert crf.model_.training["lam"] == pytest.approx(2 * c2 / len(X), rel=1e-15)
+
+    n = 6
+    problem, emb = tiny_problem(5, dense=False, K=3, lengths=[1, 2, 3, 2, 4, 1], lam=2 * c2 / n)
+    w = np.random.default_rng(0).normal(size=problem.dim)
+    nll = 0.0
+    for i in range(n):
+        log_z = enumerate_sequence(problem, emb, i, w)[0]
+        s, e = (int(v) for v in problem.data.offsets[i : i + 2])
+        nll += log_z - feature_vector(problem, emb[s:e], problem.labels[s:e]) @ w
+    crfsuite_objective = nll + c2 * float(w @ w)
+    assert n * problem.uncounted.primal(w) == pytest.approx(crfsuite_objective, rel=1e-12)

@@ -98,9 +98,44 @@ def _unary(impl, problem, i, w):
     return out
 
 
+def _local_gradient(impl, problem, i, w):
+    """∇ℓ_i(w) assembled from one implementation's kernels only (no problem.oracle)."""
+    K = problem.n_labels
+    s, e = (int(v) for v in problem.data.offsets[i : i + 2])
+    T = e - s
+    counters = np.zeros(7, dtype=np.int64)
+    nodes, esum = np.empty((T, K)), np.empty((K, K))
+    impl.oracle_sums(problem.data, counters, i, w, nodes, esum)
+    weights = nodes.copy()
+    weights[np.arange(T), problem.labels[s:e]] -= 1.0
+    lo, hi = impl.support_bounds(problem.data, i)
+    E_loc = np.empty((hi - lo, K))
+    impl.expected_emission(problem.data, i, weights, E_loc)
+    truth = np.empty((K, K))
+    impl.truth_transitions(problem.data, i, truth)
+    g = np.zeros(problem.dim)
+    E = g[: problem.n_kernel_attributes * K].reshape(-1, K)
+    E[np.asarray(problem.data.support[lo:hi])] = E_loc
+    g[problem.n_kernel_attributes * K :] = (esum - truth).ravel()
+    return g
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("dense", [False, True])
 def test_local_gradient_matches_enumeration(impl, dense):
+    problem, X = tiny_problem(7, dense=dense, K=3, lengths=[1, 3, 4])
+    w = np.random.default_rng(1).normal(size=problem.dim)
+    for i in range(problem.n):
+        _, _, _, expected_F, *_ = enumerate_sequence(problem, X, i, w)
+        s, e = (int(v) for v in problem.data.offsets[i : i + 2])
+        truth = feature_vector(problem, X[s:e], problem.labels[s:e])
+        got = _local_gradient(impl, problem, i, w)
+        np.testing.assert_allclose(got, expected_F - truth, atol=1e-10)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_problem_oracle_gradient_matches_enumeration(dense):
+    """The counted entry point (whichever kernels are active) assembles the same gradient."""
     problem, X = tiny_problem(7, dense=dense, K=3, lengths=[1, 3, 4])
     w = np.random.default_rng(1).normal(size=problem.dim)
     for i in range(problem.n):
