@@ -26,6 +26,7 @@ import numpy as np
 from .problem import CRFProblem, DualMarginals
 
 CAPABILITIES = frozenset({"stochastic", "has_dual", "line_search", "gap_estimate"})
+PARAM_TYPES: tuple[type, ...] = (float, int, bool, str)
 
 
 class ParameterError(ValueError):
@@ -108,6 +109,52 @@ class Param:
             raise ParameterError(f"{owner}: parameter {name!r} must be ≤ {self.high}, got {value}")
         return value
 
+    def check_declaration(self, name: str, owner: str) -> None:
+        """Refuse a declaration that could never work; called at registration.
+
+        A bad declaration (unknown type, default of another type, default outside its
+        range or choices) would otherwise only fail when someone runs the optimizer.
+        """
+        where = f"{owner}: parameter {name!r}"
+        if self.type not in PARAM_TYPES:
+            raise ParameterError(
+                f"{where} has unsupported type {self.type!r}; use one of "
+                f"{', '.join(t.__name__ for t in PARAM_TYPES)}"
+            )
+        if self.low is not None and self.high is not None and self.low > self.high:
+            raise ParameterError(f"{where}: low = {self.low} is above high = {self.high}")
+        d = self.default
+        if d is None:
+            if not self.allow_none:
+                raise ParameterError(f"{where}: default is None but allow_none is False")
+            return
+        if self.type is bool:
+            ok = isinstance(d, (bool, np.bool_))
+        elif self.type is int:
+            ok = isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_))
+        elif self.type is float:
+            # an int default of a float parameter is fine (1 means 1.0); NaN never is
+            ok = isinstance(d, (int, float, np.integer, np.floating)) and not isinstance(
+                d, (bool, np.bool_)
+            )
+            ok = ok and not math.isnan(float(d))
+        else:
+            ok = isinstance(d, str)
+        if not ok:
+            raise ParameterError(
+                f"{where}: default {d!r} is not a {self.type.__name__}"
+                f"{' or None' if self.allow_none else ''}"
+            )
+        if self.choices is not None and d not in self.choices:
+            raise ParameterError(
+                f"{where}: default {d!r} is not one of its choices "
+                f"{', '.join(map(repr, self.choices))}"
+            )
+        if self.low is not None and d < self.low:
+            raise ParameterError(f"{where}: default {d} is below its lower bound {self.low}")
+        if self.high is not None and d > self.high:
+            raise ParameterError(f"{where}: default {d} is above its upper bound {self.high}")
+
 
 def resolve_params(
     declared: Mapping[str, Param], given: Mapping[str, Any], owner: str
@@ -134,15 +181,27 @@ class Cost:
     ``per_pass=True`` the oracle and forward counts are in units of n full passes and
     must be whole multiples of n (batch methods such as L-BFGS).
 
-    Examples: SDCA ``Cost()`` (1 oracle call, no forward call, 1 update); SAG
-    ``Cost(forward_calls=(0, None))``; OEG ``Cost(oracle_calls=(1, 20), updates=(0, 1))``;
-    L-BFGS ``Cost(oracle_calls=(1, None), per_pass=True)``.
+    ``init_passes`` bounds the work of :meth:`Optimizer.setup`: at most that many
+    effective passes ((init oracle + init forward calls) / n, ALGORITHMS.md §2), counted
+    apart in ``init_oracle_calls``/``init_forward_calls`` and kept off the axes. The
+    default 0 holds an optimizer that declares nothing to an initialization without
+    oracle work, so expensive initializations cannot hide there.
+
+    Examples: SDCA ``Cost(init_passes=1.0)`` (1 oracle call, no forward call, 1 update;
+    its gibbs dual initialization costs one oracle call per sequence); SAG
+    ``Cost(forward_calls=(0, None))``; OEG ``Cost(oracle_calls=(1, 20), updates=(0, 1),
+    init_passes=1.0)``; L-BFGS ``Cost(oracle_calls=(1, None), per_pass=True)``.
     """
 
     oracle_calls: tuple[float, float | None] = (1, 1)
     forward_calls: tuple[float, float | None] = (0, 0)
     updates: tuple[float, float | None] = (1, 1)
     per_pass: bool = False
+    init_passes: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.init_passes, (int, float)) and 0 <= self.init_passes < math.inf):
+            raise ValueError(f"Cost.init_passes must be finite and ≥ 0, got {self.init_passes!r}")
 
 
 class Optimizer(abc.ABC):
@@ -276,7 +335,17 @@ class OptimizerSpec:
         bad_caps = set(self.cls.capabilities) - CAPABILITIES
         if bad_caps:
             raise ValueError(f"{self.name}: unknown capabilities {sorted(bad_caps)}")
-        # Validate the variant's own defaults now, so a bad registration fails at load.
+        # Validate the declaration and the variant's own defaults now, so a bad
+        # registration fails at load with the optimizer's and parameter's names.
+        for pname, param in self.cls.parameters.items():
+            if not isinstance(param, Param):
+                raise TypeError(
+                    f"{self.name}: parameter {pname!r} must be a crfopt.Param, "
+                    f"got {type(param).__name__}"
+                )
+            param.check_declaration(pname, self.name)
+        if not isinstance(self.cls.cost, Cost):
+            raise TypeError(f"{self.name}: cost must be a crfopt.Cost")
         resolve_params(self.cls.parameters, dict(self.defaults), self.name)
 
     @property

@@ -26,6 +26,7 @@ import hashlib
 import importlib
 import importlib.metadata
 import importlib.util
+import inspect
 import os
 import pkgutil
 import sys
@@ -45,6 +46,11 @@ from .problem import CRFProblem
 
 BUILTIN_PACKAGES: tuple[str, ...] = ("crfopt_plugins", "crfopt_datasets")
 ENTRY_POINT_GROUP = "crfopt"
+HOOK_NAMES: tuple[str, ...] = tuple(
+    name
+    for name, fn in inspect.getmembers(hookspecs, inspect.isfunction)
+    if name.startswith(f"{hookspecs.PROJECT}_")
+)
 
 
 class PluginWarning(UserWarning):
@@ -136,6 +142,24 @@ def _disabled() -> set[str]:
     return {part.strip() for part in raw.split(",") if part.strip()}
 
 
+def unmarked_hooks(module: ModuleType) -> list[str]:
+    """Functions of ``module`` named like a hook (or nearly) but not marked as one.
+
+    pluggy registers only functions marked with :data:`crfopt.hookimpl`; an unmarked
+    ``crfopt_register_optimizers`` is silently never called, so its variants vanish.
+    """
+    out = []
+    marker = f"{hookspecs.PROJECT}_impl"  # the attribute pluggy's HookimplMarker sets
+    for attr, obj in vars(module).items():
+        if not inspect.isfunction(obj) or obj.__module__ != module.__name__:
+            continue  # imported helpers are not this plugin's hooks
+        if getattr(obj, marker, None) is not None:
+            continue
+        if attr in HOOK_NAMES or difflib.get_close_matches(attr, HOOK_NAMES, n=1, cutoff=0.85):
+            out.append(attr)
+    return sorted(out)
+
+
 def _import_path(path: Path) -> ModuleType:
     """Import a plugin file under a stable, unique module name (so pickling works)."""
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:8]
@@ -195,6 +219,17 @@ class Registry:
             return
         try:
             module = load()
+            unmarked = unmarked_hooks(module)
+            if unmarked:
+                warnings.warn(
+                    f"crfopt plugin {name!r} ({source}): {', '.join(unmarked)} "
+                    f"{'looks' if len(unmarked) == 1 else 'look'} like a hook but "
+                    f"{'lacks' if len(unmarked) == 1 else 'lack'} @crfopt.hookimpl, so "
+                    f"crfopt never calls {'it' if len(unmarked) == 1 else 'them'} "
+                    f"(hooks: {', '.join(HOOK_NAMES)})",
+                    PluginWarning,
+                    stacklevel=2,
+                )
             plugin_name = f"{source}:{name}"
             self.manager.register(module, name=plugin_name)
             try:

@@ -47,6 +47,15 @@ class ConformanceError(AssertionError):
     """A broken promise; the message starts with the variant name."""
 
 
+class NonFiniteError(ConformanceError):
+    """Weights, primal or dual became NaN or infinite: always a contract failure.
+
+    Raised by :func:`check_finite` and by the guards of every other check, so that a
+    diverging optimizer is reported as such instead of as, say, a seed dependence
+    (NaN ≠ NaN); it cannot be exempted, not even inside a quality check.
+    """
+
+
 @dataclass(frozen=True)
 class Subject:
     """The variant under test and a factory for fresh instances."""
@@ -64,6 +73,66 @@ class Subject:
 
     def fail(self, promise: str, detail: str) -> ConformanceError:
         return ConformanceError(f"{self.name}: {promise}: {detail}")
+
+    def non_finite(self, what: str, detail: str) -> NonFiniteError:
+        return NonFiniteError(f"{self.name}: {what} stay finite: {detail}")
+
+
+def _describe_nonfinite(x: np.ndarray) -> str:
+    nan = int(np.isnan(x).sum())
+    inf = int(np.isinf(x).sum())
+    return f"{nan} NaN and {inf} inf of {x.size} entries"
+
+
+def _block(s: Subject, opt: Optimizer, k: int) -> int:
+    """``opt.run_block(k)``, then the non-finite guard on the weights.
+
+    Every check advances optimizers through here, so that NaN weights are reported as
+    non-finite rather than as whatever comparison they happen to break first.
+    """
+    done = opt.run_block(k)
+    _guard_weights(s, opt)
+    return done
+
+
+def _guard_weights(s: Subject, opt: Optimizer) -> None:
+    w = np.asarray(opt.w, dtype=float)
+    if not np.all(np.isfinite(w)):
+        raise s.non_finite(
+            "weights",
+            f"non-finite weights ({_describe_nonfinite(w)}) after "
+            f"{opt.problem.counters.iterations} iterations",
+        )
+
+
+def _run(s: Subject, p: CRFProblem, **kwargs: Any) -> Any:
+    """:func:`crfopt.run` with the failure and non-finite guards of every check."""
+    res = run(p, s.spec, **kwargs)
+    if res.status == "failed":
+        raise s.fail("runs without error", res.meta.get("error_summary") or res.meta["error"])
+    t = res.trace
+    its = int(t["iterations"].iloc[-1])
+    if res.status == "diverged":
+        w = res.w
+        if w is not None and not np.all(np.isfinite(w)):
+            detail = (
+                f"non-finite weights ({_describe_nonfinite(w)}) at the checkpoint "
+                f"after {its} iterations"
+            )
+            raise s.non_finite("weights", detail)
+        raise s.non_finite(
+            "primal", f"non-finite primal P(w) at the checkpoint after {its} iterations"
+        )
+    if "dual" in t.columns:
+        dual = t["dual"].astype(float).to_numpy()
+        primal = t["primal"].astype(float).to_numpy()
+        bad = np.flatnonzero(np.isfinite(primal) & ~np.isfinite(dual))
+        if "has_dual" in s.capabilities and bad.size:
+            it = int(t["iterations"].iloc[bad[0]])
+            raise s.non_finite(
+                "dual", f"non-finite dual D(μ) = {dual[bad[0]]} after {it} iterations"
+            )
+    return res
 
 
 # ------------------------------------------------------------------------ tiny problems
@@ -156,21 +225,99 @@ def _na() -> Any:
 # ------------------------------------------------------------------------ contract checks
 
 
+FINITE_ITERATIONS = 120  # ten passes of a stochastic method on the sparse tiny problem
+FINITE_PASSES = 30.0  # the cap for batch methods (every iteration ≥ 1 pass)
+
+
+def check_finite(s: Subject) -> None:
+    """Weights, P(w) and (dual methods) D(μ) stay finite for a few passes.
+
+    Runs first, on the sparse and the dense tiny problem, inspecting the state after
+    setup and every few iterations (a quarter pass for stochastic methods, every
+    iteration for batch ones) for up to FINITE_ITERATIONS iterations or FINITE_PASSES
+    effective passes, and names what went non-finite and when.
+    """
+    for kind in ("sparse", "dense"):
+        p = fresh(kind)
+        opt = s.make(p, seed=0)
+        block = max(1, p.n // 4) if "stochastic" in s.capabilities else 1
+        done, last_ok = 0, 0
+        try:
+            while True:
+                _inspect_finite(s, p, opt, kind, done, last_ok)
+                last_ok = done
+                if done >= FINITE_ITERATIONS or p.counters.effective_passes >= FINITE_PASSES:
+                    break
+                k = opt.run_block(block)
+                done += k
+                if k == 0:  # converged
+                    _inspect_finite(s, p, opt, kind, done, last_ok)
+                    break
+        finally:
+            opt.close()
+
+
+def _inspect_finite(
+    s: Subject, p: CRFProblem, opt: Optimizer, kind: str, done: int, last_ok: int
+) -> None:
+    when = (
+        "after setup"
+        if done == 0
+        else f"after {done} iterations (finite after {last_ok}) on the {kind} tiny problem"
+    )
+    w = np.asarray(opt.w, dtype=float)
+    if not np.all(np.isfinite(w)):
+        raise s.non_finite("weights", f"non-finite weights ({_describe_nonfinite(w)}) {when}")
+    primal = p.uncounted.primal(w)
+    if not math.isfinite(primal):
+        raise s.non_finite("primal", f"non-finite primal P(w) = {primal} {when}")
+    if "has_dual" in s.capabilities:
+        mu = opt.dual_state()
+        if mu is not None:
+            dual = p.dual(mu)
+            if not math.isfinite(dual):
+                raise s.non_finite("dual", f"non-finite dual D(μ) = {dual} {when}")
+        dv = opt.dual_value()
+        if dv is not None and not math.isfinite(dv):
+            raise s.non_finite("dual", f"non-finite incremental dual value {dv} {when}")
+
+
+def check_initialization_cost(s: Subject) -> None:
+    """setup() does at most the declared initialization work, ``Cost.init_passes``."""
+    declared = s.spec.cls.cost.init_passes
+    for kind in ("sparse", "dense"):
+        p = fresh(kind)
+        opt = s.make(p, seed=0)
+        opt.close()
+        c = _counts(p)
+        if c["oracle"] or c["forward"] or c["iterations"] or c["updates"]:
+            raise s.fail(
+                "initialization work is counted apart",
+                f"after construction: {c} (only init_* counters may move)",
+            )
+        passes = (c["init_oracle"] + c["init_forward"]) / p.n
+        if passes > declared + 1e-12:
+            raise s.fail(
+                "initialization costs at most the declared Cost.init_passes",
+                f"setup() did {passes:g} effective passes ({c['init_oracle']} oracle + "
+                f"{c['init_forward']} forward calls, n = {p.n}) on the {kind} tiny problem; "
+                f"declared init_passes = {declared:g}",
+            )
+
+
 def check_reproducible(s: Subject) -> None:
     """Same seed → identical trace (every column but time) and identical final w."""
     traces, ws = [], []
     for _ in range(2):
         p = fresh("sparse")
-        res = run(p, s.spec, seed=3, budget=Budget(passes=2), checkpoints="every:0.5")
+        res = _run(s, p, seed=3, budget=Budget(passes=2), checkpoints="every:0.5")
         traces.append(_trace_signature(res.trace))
-        if res.status == "failed":
-            raise s.fail("runs without error", res.meta.get("error", ""))
     if traces[0] != traces[1]:
         raise s.fail("same seed gives the same trace", "two runs with seed 3 differ")
     for _ in range(2):
         p = fresh("dense")
         opt = s.make(p, seed=5)
-        opt.run_block(5)
+        _block(s, opt, 5)
         ws.append(np.array(opt.w))
         opt.close()
     if not np.array_equal(ws[0], ws[1]):
@@ -183,7 +330,7 @@ def check_different_seeds_differ(s: Subject) -> None:
     for seed in (0, 1):
         p = fresh("sparse")
         opt = s.make(p, seed=seed)
-        opt.run_block(p.n)
+        _block(s, opt, p.n)
         ws.append(np.array(opt.w))
         opt.close()
     if np.array_equal(ws[0], ws[1]):
@@ -195,11 +342,14 @@ def check_block_equals_steps(s: Subject) -> None:
     p1, p2 = fresh("sparse"), fresh("sparse")
     a, b = s.make(p1, seed=2), s.make(p2, seed=2)
     k = 7
-    done = a.run_block(k)
-    for _ in range(done):
-        b.step()
     try:
+        done = _block(s, a, k)
+        for _ in range(done):
+            b.step()
+        _guard_weights(s, b)
         np.testing.assert_allclose(a.w, b.w, rtol=1e-12, atol=1e-14)
+    except NonFiniteError:
+        raise
     except AssertionError as exc:
         raise s.fail("a block of k iterations equals k steps", str(exc)) from None
     finally:
@@ -221,7 +371,7 @@ def check_counts_per_iteration(s: Subject) -> None:
     try:
         for it in range(3 * p.n if "stochastic" in s.capabilities else 4):
             before = _counts(p)
-            done = opt.run_block(1)
+            done = _block(s, opt, 1)
             after = _counts(p)
             if done == 0 and opt.converged:
                 break
@@ -263,7 +413,7 @@ def check_inference_is_counted(s: Subject) -> None:
     p = fresh("sparse")
     before_audit = int(p.data.audit[0])
     opt = s.make(p, seed=0)
-    opt.run_block(2 * p.n if "stochastic" in s.capabilities else 3)
+    _block(s, opt, 2 * p.n if "stochastic" in s.capabilities else 3)
     opt.w  # noqa: B018
     opt.close()
     audited = int(p.data.audit[0]) - before_audit
@@ -281,7 +431,7 @@ def check_problem_unchanged(s: Subject) -> None:
     p = fresh("sparse")
     digest = _data_digest(p)
     opt = s.make(p, seed=0)
-    opt.run_block(p.n)
+    _block(s, opt, p.n)
     opt.close()
     if _data_digest(p) != digest:
         raise s.fail("the problem is not mutated", "data, features or λ changed")
@@ -308,14 +458,27 @@ def check_rejects_unknown_parameter(s: Subject) -> None:
 
 
 def check_no_global_rng(s: Subject) -> None:
-    """No use of NumPy's or Python's global random state (ALGORITHMS.md §3.0)."""
+    """No use of NumPy's or Python's global random state (ALGORITHMS.md §3.0).
+
+    The check seeds both global generators; it restores their states afterwards, so
+    that it does not reseed the caller's (or the next test's) random streams.
+    """
+    saved_np, saved_py = np.random.get_state(), random.getstate()
+    try:
+        _check_no_global_rng(s)
+    finally:
+        np.random.set_state(saved_np)
+        random.setstate(saved_py)
+
+
+def _check_no_global_rng(s: Subject) -> None:
     np.random.seed(12345)
     random.seed(12345)
     np_state = np.random.get_state()[1].copy()
     py_state = random.getstate()
     p = fresh("sparse")
     opt = s.make(p, seed=0)
-    opt.run_block(p.n)
+    _block(s, opt, p.n)
     w1 = np.array(opt.w)
     opt.close()
     if not np.array_equal(np.random.get_state()[1], np_state) or random.getstate() != py_state:
@@ -324,7 +487,7 @@ def check_no_global_rng(s: Subject) -> None:
     random.seed(999)
     p = fresh("sparse")
     opt = s.make(p, seed=0)
-    opt.run_block(p.n)
+    _block(s, opt, p.n)
     w2 = np.array(opt.w)
     opt.close()
     if not np.array_equal(w1, w2):
@@ -334,9 +497,7 @@ def check_no_global_rng(s: Subject) -> None:
 def check_primal_decreases(s: Subject) -> None:
     """On a tiny strongly convex problem the objective falls, on average."""
     p = fresh("convex")
-    res = run(p, s.spec, seed=0, budget=Budget(passes=10), checkpoints="every:1")
-    if res.status == "failed":
-        raise s.fail("runs without error", res.meta.get("error", ""))
+    res = _run(s, p, seed=0, budget=Budget(passes=10), checkpoints="every:1")
     primal = res.trace["primal"].astype(float).to_numpy()
     primal = primal[np.isfinite(primal)]
     if len(primal) < 3:
@@ -351,7 +512,7 @@ def check_dual_state(s: Subject) -> None:
     p = fresh("sparse")
     opt = s.make(p, seed=0)
     try:
-        opt.run_block(p.n)
+        _block(s, opt, p.n)
         mu = opt.dual_state()
         if mu is None:
             raise s.fail("has_dual variants expose dual_state()", "got None")
@@ -392,7 +553,7 @@ def check_gap_estimate(s: Subject) -> None:
     """A declared gap estimate is a finite non-negative number."""
     p = fresh("sparse")
     opt = s.make(p, seed=0)
-    opt.run_block(p.n)
+    _block(s, opt, p.n)
     g = opt.gap_estimate()
     opt.close()
     if g is None or not math.isfinite(g) or g < 0:
@@ -407,7 +568,7 @@ def check_budget_end(s: Subject) -> None:
         Budget(passes=None, oracle_calls=30),
     ):
         p = fresh("sparse")
-        res = run(p, s.spec, seed=0, budget=budget)
+        res = _run(s, p, seed=0, budget=budget)
         if res.status not in ("budget", "converged"):
             raise s.fail(
                 "ends with status budget",
@@ -438,9 +599,9 @@ def check_converges_on_tiny_problem(s: Subject, tol: float = 1e-6, passes: float
     """Reaches (P - P*)/P(0) ≤ 1e-6 within 200 passes on a tiny well-conditioned problem."""
     p = fresh("convex")
     p_star = _p_star("convex")
-    res = run(
+    res = _run(
+        s,
         p,
-        s.spec,
         seed=0,
         budget=Budget(passes=passes, target_suboptimality=tol * p.primal_at_zero()),
         p_star=p_star,
@@ -456,6 +617,8 @@ def check_converges_on_tiny_problem(s: Subject, tol: float = 1e-6, passes: float
 
 
 CONTRACT_CHECKS: tuple[Callable[[Subject], None], ...] = (
+    check_finite,  # first: a diverging optimizer is reported as such
+    check_initialization_cost,
     check_reproducible,
     check_block_equals_steps,
     check_counts_per_iteration,
@@ -488,45 +651,127 @@ def _registry(plugin_dirs: Sequence[str]) -> Registry:
     return get_registry(plugin_dirs)
 
 
+def _check_expected(name: str, spec: OptimizerSpec, expected: Mapping[str, str]) -> dict[str, str]:
+    """Validate one variant's exemptions: known, applicable quality checks only.
+
+    A misspelled key would otherwise exempt nothing and go unnoticed (a strict xfail
+    only fires for a check that exists).
+    """
+    categories = {c.__name__: cat for cat, c in checks_for(spec)}
+    unknown = sorted(set(expected) - set(categories))
+    if unknown:
+        raise ValueError(
+            f"{name}: expected_failed_checks names no check of this variant: "
+            f"{', '.join(unknown)}; its checks are {', '.join(categories)}"
+        )
+    contract = sorted(k for k in expected if categories[k] != "quality")
+    if contract:
+        raise ValueError(
+            f"{name}: {', '.join(contract)} is a contract check and cannot be exempted "
+            f"(only quality checks can: "
+            f"{', '.join(k for k, v in categories.items() if v == 'quality')})"
+        )
+    return dict(expected)
+
+
+class CheckResults(list):
+    """The rows of :func:`check_optimizer`, with a count of what ran.
+
+    A plain list of dicts (``check``, ``category``, ``outcome``, ``message``) plus
+    :attr:`summary`, so that a green result cannot hide a check that never ran.
+    """
+
+    def __init__(self, name: str, rows: Iterable[dict[str, Any]]) -> None:
+        super().__init__(rows)
+        self.name = name
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in self:
+            out[row["outcome"]] = out.get(row["outcome"], 0) + 1
+        return out
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        """Rows that fail a run: ``failed`` and (strict exemptions) ``xpass``."""
+        return [r for r in self if r["outcome"] in ("failed", "xpass")]
+
+    @property
+    def summary(self) -> str:
+        """``sdca-gap: 15 checks: 14 passed, 1 xfail``."""
+        order = ("passed", "failed", "xfail", "xpass")
+        parts = [f"{self.counts[k]} {k}" for k in order if k in self.counts]
+        return f"{self.name}: {len(self)} checks: {', '.join(parts)}"
+
+
 def check_optimizer(
     name: str,
     *,
     plugin_dirs: Sequence[str] = (),
     expected_failed_checks: Mapping[str, str] | None = None,
-) -> list[dict[str, Any]]:
+    verbose: bool = True,
+) -> CheckResults:
     """Run every applicable check on one variant without pytest.
 
     Returns rows ``{"check", "category", "outcome", "message"}`` with outcome ``passed``,
-    ``failed``, ``xfail`` (an expected failure, with its reason) or ``xpass``.
+    ``failed``, ``xfail`` (an expected failure, with its reason) or ``xpass``, in a
+    :class:`CheckResults` list whose ``summary`` counts them; with ``verbose`` the
+    summary and every failure are printed.
+
+    A check that raises anything, not only a broken promise, is a ``failed`` row whose
+    message names the exception type. Non-finite weights, primal or dual fail even in
+    an exempted check. ``expected_failed_checks`` keys must name quality checks of this
+    variant (:class:`ValueError` otherwise).
     """
     spec = _registry(plugin_dirs).optimizer(name)
     subject = Subject(name, spec)
-    expected = dict(expected_failed_checks or {})
+    expected = _check_expected(name, spec, expected_failed_checks or {})
     rows = []
     for category, check in checks_for(spec):
+        exempt = check.__name__ in expected
         try:
             check(subject)
+        except NonFiniteError as exc:
+            outcome, message = "failed", str(exc)
         except AssertionError as exc:
-            outcome = "xfail" if check.__name__ in expected else "failed"
-            rows.append(
-                {
-                    "check": check.__name__,
-                    "category": category,
-                    "outcome": outcome,
-                    "message": str(exc),
-                }
-            )
+            outcome = "xfail" if exempt else "failed"
+            message = str(exc)
+            if exempt:
+                message = f"{message} (expected: {expected[check.__name__]})"
+        except Exception as exc:  # a crash is a failure, whatever its type
+            outcome = "failed"
+            message = f"{name}: {check.__name__} raised {type(exc).__name__}: {exc}"
         else:
-            outcome = "xpass" if check.__name__ in expected else "passed"
-            rows.append(
-                {
-                    "check": check.__name__,
-                    "category": category,
-                    "outcome": outcome,
-                    "message": expected.get(check.__name__, ""),
-                }
-            )
-    return rows
+            outcome = "xpass" if exempt else "passed"
+            message = expected.get(check.__name__, "")
+        rows.append(
+            {"check": check.__name__, "category": category, "outcome": outcome, "message": message}
+        )
+    results = CheckResults(name, rows)
+    if verbose:
+        print(results.summary)
+        for row in results.failed:
+            print(f"  {row['outcome']}: {row['check']}: {row['message']}")
+    return results
+
+
+def _exempted(check: Callable[[], None]) -> Callable[[], None]:
+    """An exempted quality check whose non-finite failures still fail the test.
+
+    ``xfail(raises=AssertionError)`` would swallow a :class:`NonFiniteError`, so it is
+    turned into ``pytest.fail`` (not an AssertionError), which the mark does not accept.
+    """
+    import pytest
+
+    @functools.wraps(check)
+    def wrapper() -> None:
+        try:
+            check()
+        except NonFiniteError as exc:
+            pytest.fail(f"{exc} (non-finite values cannot be exempted)", pytrace=False)
+
+    return wrapper
 
 
 def parametrize_with_checks(
@@ -534,7 +779,7 @@ def parametrize_with_checks(
     *,
     plugin_dirs: Sequence[str] = (),
     expected_failed_checks: Mapping[str, Mapping[str, str]] | None = None,
-) -> Any:
+) -> Callable[[Any], Any]:
     """A pytest ``parametrize`` decorator over (variant, check) pairs.
 
     Parameters
@@ -545,36 +790,48 @@ def parametrize_with_checks(
         Where to find third-party plugin files.
     expected_failed_checks : {variant: {check name: reason}}
         Quality checks a variant is known to fail, each with its reason; contract
-        checks cannot be exempted. Expected failures are strict: if one passes, the
-        test fails so that the exemption is removed.
+        checks cannot be exempted, and a variant or check name that does not exist is a
+        :class:`ValueError`. Expected failures are strict: if one passes, the test
+        fails so that the exemption is removed. Non-finite weights, primal or dual fail
+        even an exempted check.
 
     The decorated test receives ``optimizer_name`` and ``check``; call ``check()``.
-    Test ids read ``sdca-gap-check_counts_per_iteration``.
+    Test ids read ``sdca-gap-check_counts_per_iteration``. The decorated function gets
+    an attribute ``conformance_counts``, {variant: number of checks}, so that a test
+    can show and assert how many checks each variant runs.
     """
     import pytest
 
     reg = _registry(plugin_dirs)
     selected = sorted(reg.optimizers) if names is None else list(names)
-    expected = {k: dict(v) for k, v in (expected_failed_checks or {}).items()}
+    raw = {k: dict(v) for k, v in (expected_failed_checks or {}).items()}
+    unknown = sorted(set(raw) - set(reg.optimizers))
+    if unknown:
+        raise ValueError(
+            f"expected_failed_checks names unknown optimizer(s) {', '.join(unknown)}; "
+            f"registered: {', '.join(sorted(reg.optimizers))}"
+        )
     params = []
+    counts: dict[str, int] = {}
     for name in selected:
         spec = reg.optimizer(name)
         subject = Subject(name, spec)
-        for category, check in checks_for(spec):
+        expected = _check_expected(name, spec, raw.get(name, {}))
+        checks = checks_for(spec)
+        counts[name] = len(checks)
+        for _category, check in checks:
             marks = []
-            reason = expected.get(name, {}).get(check.__name__)
+            bound: Callable[[], None] = functools.partial(check, subject)
+            reason = expected.get(check.__name__)
             if reason is not None:
-                if category != "quality":
-                    raise ValueError(
-                        f"{name}: {check.__name__} is a contract check and cannot be exempted"
-                    )
                 marks.append(pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError))
-            params.append(
-                pytest.param(
-                    name,
-                    functools.partial(check, subject),
-                    id=f"{name}-{check.__name__}",
-                    marks=marks,
-                )
-            )
-    return pytest.mark.parametrize(("optimizer_name", "check"), params)
+                bound = _exempted(bound)
+            params.append(pytest.param(name, bound, id=f"{name}-{check.__name__}", marks=marks))
+    mark = pytest.mark.parametrize(("optimizer_name", "check"), params)
+
+    def decorate(test: Any) -> Any:
+        test = mark(test)
+        test.conformance_counts = dict(counts)
+        return test
+
+    return decorate

@@ -208,7 +208,7 @@ class OEG(crfopt.Optimizer):
         ),
     }
     capabilities = frozenset({"stochastic", "has_dual"})
-    cost = crfopt.Cost(oracle_calls=(1, 20), forward_calls=(0, 0), updates=(0, 1))
+    cost = crfopt.Cost(oracle_calls=(1, 20), updates=(0, 1), init_passes=1.0)  # gibbs μ⁰
 
     def setup(self) -> None:
         p = self.problem

@@ -548,6 +548,7 @@ class SDCA(crfopt.Optimizer):
         ),
     }
     capabilities = frozenset({"stochastic", "has_dual", "gap_estimate", "line_search"})
+    cost = crfopt.Cost(init_passes=1.0)  # the gibbs μ⁰: one oracle_scores per sequence
 
     def setup(self) -> None:
         p = self.problem
