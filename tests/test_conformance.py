@@ -5,17 +5,30 @@ checked the day it is registered."""
 from __future__ import annotations
 
 import inspect
+import random
 import tempfile
 from pathlib import Path
 
+import numpy as np
+import pytest
 from docs_examples import write_sgd_plugin
 
 import crfopt
 from crfopt import hookspecs
-from crfopt.testing import checks_for, parametrize_with_checks
+from crfopt.testing import (
+    ConformanceError,
+    Subject,
+    check_initialization_cost,
+    check_no_global_rng,
+    check_optimizer,
+    checks_for,
+    parametrize_with_checks,
+)
 
 _EXAMPLE_DIR = Path(tempfile.mkdtemp(prefix="crfopt-docs-plugin-"))
 write_sgd_plugin(_EXAMPLE_DIR)
+# Test doubles, one defect each (see the module's docstring).
+BROKEN = str(Path(__file__).resolve().parent / "broken_plugins")
 
 _SUBLINEAR = (
     "stochastic gradient with a decaying (or AdaGrad) step converges sublinearly: 200 passes "
@@ -37,14 +50,151 @@ def test_conformance(optimizer_name, check):
     check()
 
 
-def test_checks_are_counted_per_variant(capsys):
-    """Print how many checks each variant runs (a green run must not hide a skipped one)."""
+# Written out by hand, apart from crfopt.testing's tables: what every variant must run.
+_EVERY_VARIANT = {
+    "check_finite",
+    "check_initialization_cost",
+    "check_reproducible",
+    "check_block_equals_steps",
+    "check_counts_per_iteration",
+    "check_inference_is_counted",
+    "check_problem_unchanged",
+    "check_rejects_unknown_parameter",
+    "check_no_global_rng",
+    "check_primal_decreases",
+    "check_budget_end",
+    "check_converges_on_tiny_problem",
+}
+_PER_CAPABILITY = {
+    "stochastic": {"check_different_seeds_differ"},
+    "has_dual": {"check_dual_state"},
+    "gap_estimate": {"check_gap_estimate"},
+    "line_search": set(),
+}
+
+
+def test_checks_are_counted_per_variant():
+    """Each variant runs exactly the checks its capabilities call for, and the
+    parametrized test above collected all of them (a green run must not hide a
+    skipped check). The counts are printed (pytest -rP shows them)."""
     reg = crfopt.get_registry([str(_EXAMPLE_DIR)])
+    counts = test_conformance.conformance_counts
+    assert set(counts) == set(reg.optimizers)
+    assert "lbfgs" in counts and "my-sgd" in counts
     for name, spec in sorted(reg.optimizers.items()):
-        n = len(checks_for(spec))
-        print(f"{name}: {n} conformance checks")
-        assert n >= 10
-    assert "lbfgs" in reg.optimizers and "my-sgd" in reg.optimizers
+        want = set(_EVERY_VARIANT)
+        for cap in spec.capabilities:
+            want |= _PER_CAPABILITY[cap]
+        got = [c.__name__ for _, c in checks_for(spec)]
+        assert sorted(got) == sorted(want), name
+        assert counts[name] == len(want), name
+        print(f"{name}: {counts[name]} conformance checks")
+
+
+def _rows(name: str, **kwargs):
+    return {r["check"]: r for r in check_optimizer(name, plugin_dirs=[BROKEN], **kwargs)}
+
+
+def test_nan_after_80_steps_is_a_contract_failure_that_says_so():
+    """Weights that turn NaN at step 81 used to pass every contract check."""
+    rows = _rows("broken-nan-late")
+    finite = rows["check_finite"]
+    assert finite["category"] == "contract" and finite["outcome"] == "failed"
+    msg = finite["message"]
+    assert "non-finite" in msg and "NaN" in msg and "weights" in msg
+    assert "after 81 iterations" in msg  # NaN at step 81, seen at the next inspection
+    for row in rows.values():  # every other failure names the NaN too, none misleads
+        if row["outcome"] == "failed":
+            assert "non-finite" in row["message"], row
+
+
+def test_nan_after_5_steps_gives_no_misleading_message():
+    """NaN != NaN used to read as 'results depend on the global seed' and the like."""
+    rows = _rows("broken-nan-early")
+    assert "after 6 iterations" in rows["check_finite"]["message"]
+    failed = [r for r in rows.values() if r["outcome"] == "failed"]
+    assert rows["check_no_global_rng"] in failed and len(failed) >= 10
+    for row in failed:
+        assert "non-finite" in row["message"] and "global seed" not in row["message"], row
+
+
+def test_non_finite_cannot_be_exempted():
+    """An exempted quality check that meets NaN weights still fails."""
+    rows = _rows(
+        "broken-nan-late",
+        expected_failed_checks={"check_converges_on_tiny_problem": "sublinear"},
+        verbose=False,
+    )
+    assert rows["check_converges_on_tiny_problem"]["outcome"] == "failed"
+
+
+def test_a_check_that_raises_anything_is_a_failed_row(capsys):
+    """A TypeError in step() is a failed row naming TypeError, not an exception."""
+    results = check_optimizer("broken-raises", plugin_dirs=[BROKEN])
+    never_step = {"check_initialization_cost", "check_rejects_unknown_parameter"}
+    for r in results:
+        if r["check"] in never_step:
+            assert r["outcome"] == "passed", r
+        else:
+            assert r["outcome"] == "failed" and "TypeError" in r["message"], r
+    # contract + stochastic + quality checks, counted and printed
+    n = len(_EVERY_VARIANT) + len(_PER_CAPABILITY["stochastic"])
+    assert len(results) == n
+    assert results.summary == f"broken-raises: {n} checks: 2 passed, {n - 2} failed"
+    out = capsys.readouterr().out
+    assert out.startswith(results.summary + "\n")
+
+
+def test_summary_counts_outcomes():
+    results = crfopt.testing.CheckResults(
+        "x",
+        [{"outcome": "passed"}, {"outcome": "passed"}, {"outcome": "xfail"}],
+    )
+    assert results.summary == "x: 3 checks: 2 passed, 1 xfail"
+
+
+def test_unknown_exemption_is_an_error():
+    """A misspelled check name would silently exempt nothing."""
+    with pytest.raises(ValueError, match=r"check_converge_on_tiny.*check_finite"):
+        check_optimizer(
+            "broken-raises",
+            plugin_dirs=[BROKEN],
+            expected_failed_checks={"check_converge_on_tiny": "typo"},
+        )
+    with pytest.raises(ValueError, match="check_dual_state"):  # not a check of SGD
+        check_optimizer(
+            "broken-raises", plugin_dirs=[BROKEN], expected_failed_checks={"check_dual_state": ""}
+        )
+    with pytest.raises(ValueError, match="contract check"):
+        check_optimizer(
+            "broken-raises", plugin_dirs=[BROKEN], expected_failed_checks={"check_finite": ""}
+        )
+    with pytest.raises(ValueError, match=r"check_converge_on_tiny.*check_finite"):
+        parametrize_with_checks(
+            ["sg"], expected_failed_checks={"sg": {"check_converge_on_tiny": ""}}
+        )
+    with pytest.raises(ValueError, match=r"no-such-variant.*lbfgs"):
+        parametrize_with_checks(["sg"], expected_failed_checks={"no-such-variant": {}})
+
+
+def test_no_global_rng_check_restores_the_global_state():
+    """The check seeds the global generators; the caller's streams must go on as before."""
+    # the legacy global RNG is what this test is about
+    np.random.seed(7)  # noqa: NPY002
+    random.seed(7)
+    want = (np.random.random(), random.random())  # noqa: NPY002
+    np.random.seed(7)  # noqa: NPY002
+    random.seed(7)
+    spec = crfopt.get_registry().optimizer("sg")
+    check_no_global_rng(Subject("sg", spec))
+    assert (np.random.random(), random.random()) == want  # noqa: NPY002
+
+
+def test_undeclared_initialization_work_fails():
+    """setup() running 20 passes of gradient descent while declaring none."""
+    spec = crfopt.get_registry([BROKEN]).optimizer("broken-heavy-init")
+    with pytest.raises(ConformanceError, match=r"20 effective passes.*init_passes = 0"):
+        check_initialization_cost(Subject("broken-heavy-init", spec))
 
 
 def test_hooks_and_registrations_are_documented():
@@ -60,3 +210,26 @@ def test_hooks_and_registrations_are_documented():
             assert param.help, f"{name}.{pname} has no help line"
     for name, spec in reg.problems.items():
         assert spec.summary, f"problem {name} has no summary"
+
+
+def test_parametrized_exemption_does_not_hide_non_finite():
+    """Under pytest, NaN in an exempted quality check fails instead of xfailing."""
+
+    @parametrize_with_checks(
+        ["broken-nan-late"],
+        plugin_dirs=[BROKEN],
+        expected_failed_checks={
+            "broken-nan-late": {"check_converges_on_tiny_problem": "sublinear"}
+        },
+    )
+    def probe(optimizer_name, check):  # pragma: no cover - never collected
+        check()
+
+    assert probe.conformance_counts == {"broken-nan-late": len(_EVERY_VARIANT) + 1}
+    (params,) = [m.args[1] for m in probe.pytestmark if m.name == "parametrize"]
+    (param,) = [p for p in params if p.id.endswith("check_converges_on_tiny_problem")]
+    assert any(m.name == "xfail" for m in param.marks)
+    # xfail(raises=AssertionError) accepts only AssertionError: pytest.fail is not one
+    with pytest.raises(pytest.fail.Exception, match="non-finite") as info:
+        param.values[1]()
+    assert not isinstance(info.value, AssertionError)
