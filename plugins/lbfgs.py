@@ -57,9 +57,15 @@ class LBFGS(crfopt.Optimizer):
     def _fun(self, x: np.ndarray) -> tuple[float, np.ndarray]:
         return self.problem.value_and_gradient(x)  # n oracle calls
 
-    def _callback(self, intermediate_result: scipy.optimize.OptimizeResult) -> None:
+    def _callback(self, intermediate_result: scipy.optimize.OptimizeResult | np.ndarray) -> None:
+        # SciPy >= 1.11 sees the parameter name and passes an OptimizeResult; SciPy 1.10
+        # (allowed by pyproject.toml) always passes the iterate itself as a plain array.
+        if isinstance(intermediate_result, scipy.optimize.OptimizeResult):
+            x = intermediate_result.x
+        else:
+            x = intermediate_result
         with self._cond:
-            self._w = np.array(intermediate_result.x, dtype=float)
+            self._w = np.array(x, dtype=float)
             self.count(iterations=1, updates=1)
             self._done += 1
             self._cond.notify_all()
