@@ -808,6 +808,46 @@ def chain_kl(mu_nodes, mu_edges, nu_nodes, nu_edges, T, K):
     return D
 
 
+@numba.njit(**_FAST)
+def chain_kl_linlog(p_nodes, p_edges, lp_nodes, lp_edges, lq_nodes, lq_edges, T, K):
+    """D̃(p ‖ q) in the chain-rule form (§5.3) from linear p and the logs of p and q.
+
+    For loops that hold both forms of p already (SDCA): the node log-marginals give the
+    conditionals, so no transcendental function is evaluated. Entries with p = 0 add
+    nothing (0 log 0 = 0); p > 0 where q = 0 gives +inf.
+    """
+    total = 0.0
+    for k in range(K):
+        if p_nodes[0, k] > 0.0:
+            total += p_nodes[0, k] * (lp_nodes[0, k] - lq_nodes[0, k])
+    for t in range(T - 1):
+        for k in range(K):
+            rp = lp_nodes[t, k]
+            rq = lq_nodes[t, k]
+            for l in range(K):
+                p = p_edges[t, k, l]
+                if p > 0.0:
+                    total += p * ((lp_edges[t, k, l] - rp) - (lq_edges[t, k, l] - rq))
+    return total
+
+
+@numba.njit(**_FAST)
+def chain_entropy_linlog(nodes, edges, log_nodes, log_edges, T, K):
+    """H̃(μ) in the chain-rule form (§1.3) from linear and log marginals, 0 log 0 = 0."""
+    H = 0.0
+    for k in range(K):
+        if nodes[0, k] > 0.0:
+            H -= nodes[0, k] * log_nodes[0, k]
+    for t in range(T - 1):
+        for k in range(K):
+            r = log_nodes[t, k]
+            for l in range(K):
+                p = edges[t, k, l]
+                if p > 0.0:
+                    H -= p * (log_edges[t, k, l] - r)
+    return H
+
+
 # --------------------------------------------------------------------------------------
 # full-batch evaluation (uncounted; parallel over sequences)
 # --------------------------------------------------------------------------------------

@@ -293,6 +293,28 @@ def chain_kl(mu_nodes, mu_edges, nu_nodes, nu_edges, T, K):
     return float(D + cond.sum())
 
 
+def chain_kl_linlog(p_nodes, p_edges, lp_nodes, lp_edges, lq_nodes, lq_edges, T, K):
+    p0 = p_nodes[0, :K]
+    with np.errstate(invalid="ignore"):
+        D = np.where(p0 > 0.0, p0 * (lp_nodes[0, :K] - lq_nodes[0, :K]), 0.0).sum()
+        if T > 1:
+            pe = p_edges[: T - 1, :K, :K]
+            cp = lp_edges[: T - 1, :K, :K] - lp_nodes[: T - 1, :K, None]
+            cq = lq_edges[: T - 1, :K, :K] - lq_nodes[: T - 1, :K, None]
+            D += np.where(pe > 0.0, pe * (cp - cq), 0.0).sum()
+    return float(D)
+
+
+def chain_entropy_linlog(nodes, edges, log_nodes, log_edges, T, K):
+    p0 = nodes[0, :K]
+    with np.errstate(invalid="ignore"):
+        H = -np.where(p0 > 0.0, p0 * log_nodes[0, :K], 0.0).sum()
+        if T > 1:
+            pe = edges[: T - 1, :K, :K]
+            cond = log_edges[: T - 1, :K, :K] - log_nodes[: T - 1, :K, None]
+            H -= np.where(pe > 0.0, pe * cond, 0.0).sum()
+    return float(H)
+
 def all_unary(data, w):
     U = emission_matrix(data, w)
     if data.dense:

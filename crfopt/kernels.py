@@ -37,7 +37,10 @@ Uncounted linear algebra (no inference): ``unary_scores``, ``local_scores``,
 ``truth_score`` (the ground truth's score under given tables),
 ``expected_emission``, ``truth_transitions``, ``add_local``, ``dot_local``,
 ``support_bounds``, ``emission_matrix``, ``transition_matrix``; and the chain
-functionals ``chain_entropy`` / ``chain_kl`` of given marginals (§1.3, §5.3).
+functionals ``chain_entropy`` / ``chain_kl`` of given log-marginals (§1.3, §5.3), and
+``chain_entropy_linlog(nodes, edges, log_nodes, log_edges, T, K)`` /
+``chain_kl_linlog(p_nodes, p_edges, lp_nodes, lp_edges, lq_nodes, lq_edges, T, K)``
+for loops that already hold linear and log marginals (no exp/log evaluated).
 
 A direction on sequence ``i`` is a pair (``E_loc`` of shape |S_i|×K on the sequence's
 distinct attributes ``data.support[lo:hi]`` with ``lo, hi = support_bounds(data, i)``,
@@ -82,6 +85,8 @@ emission_matrix = _impl.emission_matrix
 transition_matrix = _impl.transition_matrix
 chain_entropy = _impl.chain_entropy
 chain_kl = _impl.chain_kl
+chain_entropy_linlog = _impl.chain_entropy_linlog
+chain_kl_linlog = _impl.chain_kl_linlog
 
 __all__ = [
     "FORWARD_CALLS",
@@ -93,7 +98,9 @@ __all__ = [
     "UPDATES",
     "add_local",
     "chain_entropy",
+    "chain_entropy_linlog",
     "chain_kl",
+    "chain_kl_linlog",
     "dot_local",
     "emission_matrix",
     "expected_emission",
