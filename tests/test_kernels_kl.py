@@ -5,8 +5,8 @@ compiled and the NumPy twin."""
 
 from __future__ import annotations
 
-import itertools
 import inspect
+import itertools
 
 import numpy as np
 import pytest
