@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from .fileio import atomic_write
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Column name → pandas dtype, in the DESIGN.md order. Nullable dtypes, so a missing
 #: quantity is a real null in Parquet and in the DataFrame, never a sentinel.
@@ -44,6 +44,10 @@ COLUMNS: dict[str, str] = {
     "updates": "Int64",
     "effective_passes": "Float64",
     "time_s": "Float64",
+    "init_oracle_calls": "Int64",
+    "init_forward_calls": "Int64",
+    "init_passes": "Float64",
+    "init_time_s": "Float64",
     "primal": "Float64",
     "suboptimality": "Float64",
     "dual": "Float64",
@@ -55,6 +59,16 @@ COLUMNS: dict[str, str] = {
 }
 
 STATUSES = ("running", "converged", "budget", "diverged", "failed")
+
+#: What the axis columns mean (README "Comparing optimizers"). ``oracle_calls``,
+#: ``forward_calls``, ``effective_passes`` and ``time_s`` count the optimizer's
+#: *iterations* only. The work its ``setup()`` does (a dual initialization, a warm start)
+#: is in the ``init_*`` columns, the same on every row of a run: ``init_oracle_calls`` and
+#: ``init_forward_calls`` (kernel calls made while the optimizer was built),
+#: ``init_passes`` = (init_oracle_calls + init_forward_calls) / n, and ``init_time_s``
+#: (wall-clock seconds of the construction). Null means unknown (a run killed before it
+#: reported, or a file written before schema version 2 without that metadata), never 0.
+INIT_COLUMNS = ("init_oracle_calls", "init_forward_calls", "init_passes", "init_time_s")
 
 # Column renames of older schema versions, applied on read (benchopt's way of upgrading).
 _RENAMES: dict[int, dict[str, str]] = {}
@@ -179,12 +193,33 @@ def read_run_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
-def _upgrade(frame: pd.DataFrame, version: int) -> pd.DataFrame:
+def _init_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The init_* values of a version-1 file, from the metadata it already stored.
+
+    Version 1 kept the initialization counters in ``final_counters`` and its time in
+    ``init_seconds`` but not in columns; a value it did not store stays null.
+    """
+    counters = meta.get("final_counters") or {}
+    n = meta.get("n")
+    out: dict[str, Any] = {
+        "init_oracle_calls": counters.get("init_oracle_calls"),
+        "init_forward_calls": counters.get("init_forward_calls"),
+        "init_time_s": meta.get("init_seconds"),
+        "init_passes": None,
+    }
+    o, f = out["init_oracle_calls"], out["init_forward_calls"]
+    if o is not None and f is not None and n:
+        out["init_passes"] = (o + f) / n
+    return out
+
+
+def _upgrade(frame: pd.DataFrame, version: int, meta: Mapping[str, Any]) -> pd.DataFrame:
     for v in range(version, SCHEMA_VERSION):
         frame = frame.rename(columns=_RENAMES.get(v, {}))
+    backfill = _init_from_meta(meta) if version < 2 else {}
     for col, dtype in COLUMNS.items():
         if col not in frame:
-            frame[col] = pd.Series([None] * len(frame), dtype=dtype)
+            frame[col] = pd.Series([backfill.get(col)] * len(frame), dtype=dtype)
     return frame[list(COLUMNS)].astype(COLUMNS)
 
 
@@ -216,7 +251,7 @@ def read_results(
         if run_ids is not None and rid not in run_ids:
             continue
         version = int(meta.get("provenance", {}).get("schema_version", SCHEMA_VERSION))
-        frames.append(_upgrade(pd.read_parquet(f), version))
+        frames.append(_upgrade(pd.read_parquet(f), version, meta))
         runs[rid] = meta
     frame = pd.concat(frames, ignore_index=True) if frames else empty_frame()
     if expand_params and len(frame):

@@ -64,7 +64,7 @@ def test_roundtrip_with_nulls(tmp_path):
     pd.testing.assert_frame_equal(back[list(COLUMNS)], frame)
     assert back["param.x"].tolist() == [1, 1]
     meta = read_run_meta(tmp_path / "run-abc.parquet")
-    assert meta["note"] == "x" and meta["provenance"]["schema_version"] == 1
+    assert meta["note"] == "x" and meta["provenance"]["schema_version"] == 2
     assert "numba" in meta["provenance"] and back.attrs["runs"]["abc"]["note"] == "x"
 
 
@@ -92,3 +92,52 @@ def test_read_only_folder_is_a_clear_error(tmp_path):
         assert list(ro.iterdir()) == []
     finally:
         ro.chmod(0o700)
+
+
+def _write_version1(path, meta):
+    """A file as schema version 1 wrote it: no init_* columns, version 1 in provenance."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from crfopt.results import INIT_COLUMNS, canonical_json
+
+    frame = to_frame(_rows("old")).drop(columns=list(INIT_COLUMNS))
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    full = {"provenance": {"schema_version": 1}, "run_id": "old", **meta}
+    table = table.replace_schema_metadata({b"crfopt": canonical_json(full)})
+    pq.write_table(table, path)
+
+
+def test_init_columns_roundtrip(tmp_path):
+    rows = [
+        {**r, "init_oracle_calls": 40, "init_forward_calls": 2, "init_passes": 2.1} for r in _rows()
+    ]
+    write_run(tmp_path / "run-abc.parquet", to_frame(rows), {"run_id": "abc"})
+    back = read_results(tmp_path)
+    assert back["init_oracle_calls"].tolist() == [40, 40]
+    assert back["init_passes"].tolist() == [2.1, 2.1]
+    assert back["init_time_s"].isna().all()  # not given: null, not 0
+
+
+def test_version1_files_are_read_and_init_work_recovered_from_metadata(tmp_path):
+    _write_version1(
+        tmp_path / "run-old.parquet",
+        {
+            "n": 20,
+            "init_seconds": 0.25,
+            "final_counters": {"init_oracle_calls": 20, "init_forward_calls": 10},
+        },
+    )
+    back = read_results(tmp_path)
+    assert list(back.columns) == list(COLUMNS)
+    assert back["init_oracle_calls"].tolist() == [20, 20]
+    assert back["init_forward_calls"].tolist() == [10, 10]
+    assert back["init_passes"].tolist() == [1.5, 1.5]
+    assert back["init_time_s"].tolist() == [0.25, 0.25]
+
+
+def test_version1_files_without_the_metadata_have_null_init_work(tmp_path):
+    _write_version1(tmp_path / "run-old.parquet", {})
+    back = read_results(tmp_path)
+    assert back["init_passes"].isna().all() and back["init_oracle_calls"].isna().all()
+    assert back["primal"].tolist() == [1.0, 0.5]

@@ -176,3 +176,47 @@ def test_counters_reset_between_runs(problem):
     run(problem, SPEC, budget=Budget(passes=1))
     res = run(problem, SPEC, budget=Budget(passes=1))
     assert res.trace["oracle_calls"].iloc[0] == 0
+
+
+class _WarmStarted(_Scripted):
+    """Test double: full gradient descent in setup(), a warm start done before step 1."""
+
+    parameters = {**_Scripted.parameters, "warm_passes": crfopt.Param(3, int, "setup passes")}
+
+    def setup(self):
+        super().setup()
+        for _ in range(self.params["warm_passes"]):
+            _, g = self.problem.value_and_gradient(self._w)  # n counted oracle calls
+            self._w -= 0.1 * g
+
+
+def test_setup_work_is_stored_on_every_row_and_kept_off_the_iteration_axes(problem):
+    spec = crfopt.OptimizerSpec("warm", _WarmStarted, summary="x", reference="x")
+    res = run(problem, spec, params={"warm_passes": 4}, budget=Budget(passes=1))
+    t = res.trace
+    # the independent truth: value_and_gradient is one counted oracle call per sequence
+    assert (t["init_oracle_calls"] == 4 * problem.n).all()
+    assert (t["init_forward_calls"] == 0).all()
+    assert (t["init_passes"] == 4.0).all()
+    assert (t["init_time_s"] > 0).all() and t["init_time_s"].nunique() == 1
+    assert t["init_time_s"].iloc[0] == res.meta["init_seconds"]
+    # the iteration axes and the budget start after the warm start
+    assert t["effective_passes"].iloc[0] == 0.0 and t["oracle_calls"].iloc[-1] == problem.n
+    # a method without setup work reports zero, not null
+    plain = run(problem, SPEC, budget=Budget(passes=0.25)).trace
+    assert (plain["init_passes"] == 0.0).all() and (plain["init_oracle_calls"] == 0).all()
+
+
+def test_setup_failure_still_reports_its_work(problem):
+    class WarmThenBroken(_WarmStarted):
+        """Does two passes of work in setup(), then raises."""
+
+        def setup(self):
+            super().setup()
+            raise ValueError("broken after warm start")
+
+    spec = crfopt.OptimizerSpec("warm-broken", WarmThenBroken, summary="x", reference="x")
+    res = run(problem, spec, params={"warm_passes": 2}, budget=Budget(passes=1))
+    assert res.status == "failed"
+    assert res.trace["init_passes"].iloc[-1] == 2.0
+    assert res.trace["init_time_s"].iloc[-1] > 0
