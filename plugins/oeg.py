@@ -26,7 +26,7 @@ SBA15 §6 fn. 9 and App. D (OEG-10 initialization, first-pass permutation).
 from __future__ import annotations
 
 import math
-from collections import namedtuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,148 +35,196 @@ from crfopt import jit, kernels, samplers
 from crfopt.dual import gibbs_scores, initial_dual
 from crfopt.vmath import vexp
 
-State = namedtuple(
-    "State",
-    [
-        "w",  # (d,) = ŵ(μ)
-        "theta_n",  # (N, K) node part scores θ_i
-        "rho",  # (n,) edge part: ρ_i c E^truth_t + M_i
-        "M",  # (n, K, K)
-        "mu_n",  # (N, K) log node marginals of μ_i
-        "mu_e",  # (N - n, K, K) log edge marginals of μ_i
-        "P",  # (n, K, K) Σ_t μ_i edge marginals (linear)
-        "H",  # (n,) entropies H̃(μ_i)
-        "eta",  # (n,) per-example step sizes
-        "scal",  # [iterations so far]
-    ],
-)
+
+class OEGState(NamedTuple):
+    """What the compiled loop reads and updates in place (one run's OEG state)."""
+
+    w: np.ndarray  # (d,) = ŵ(μ)
+    theta_n: np.ndarray  # (N, K) node part scores θ_i
+    rho: np.ndarray  # (n,) edge part: ρ_i c E^truth_t + M_i
+    M: np.ndarray  # (n, K, K)
+    mu_n: np.ndarray  # (N, K) log node marginals of μ_i
+    mu_e: np.ndarray  # (N - n, K, K) log edge marginals of μ_i
+    P: np.ndarray  # (n, K, K) Σ_t μ_i edge marginals (linear)
+    H: np.ndarray  # (n,) entropies H̃(μ_i)
+    eta: np.ndarray  # (n,) per-example step sizes
+    iterations: np.ndarray  # (1,) int64, iterations done so far
+
+
+class OEGOptions(NamedTuple):
+    """Settings of the compiled loop, fixed for a run."""
+
+    lam_n: float  # λn
+    c_init: float  # c of the ground-truth initial edge scores
+    trials_first: int  # trial cap in the first epoch
+    trials_later: int  # trial cap afterwards
+    grow: float  # η_i ← grow · η_i after an accepted trial
+    shrink: float  # η_i ← shrink · η_i after a rejected one
+    permute_first: bool  # draw the first epoch from a permutation (SBA15 App. D)
+
+
+class OEGWork(NamedTuple):
+    """Work arrays of one iteration (sized for the longest sequence)."""
+
+    s_w: np.ndarray  # (L, K) θ(w; x_i) unary
+    W_T: np.ndarray  # (K, K) θ(w; x_i)'s edge table, frozen while w changes
+    t_n: np.ndarray  # (L, K) trial node scores
+    t_e: np.ndarray  # (L-1, K, K) trial edge scores
+    ln: np.ndarray  # (L, K) trial log node marginals
+    le: np.ndarray  # (L-1, K, K) trial log edge marginals
+    nodes_new: np.ndarray  # (L, K) trial node marginals
+    edges_lin: np.ndarray  # ((L-1)·K·K,) trial edge marginals
+    P_new: np.ndarray  # (K, K) their sum over positions
+    diff_n: np.ndarray  # (L, K) node part of the weight change
+    E_loc: np.ndarray  # (max support, K) emission part of the weight change
+    d_trans: np.ndarray  # (K, K) transition part of the weight change
+
+
+def make_work(max_len: int, K: int, max_support: int) -> OEGWork:
+    """Allocate the work arrays for sequences of up to ``max_len`` tokens."""
+    L = max_len
+    E = max(L - 1, 1)
+    return OEGWork(
+        s_w=np.empty((L, K)),
+        W_T=np.empty((K, K)),
+        t_n=np.empty((L, K)),
+        t_e=np.empty((E, K, K)),
+        ln=np.empty((L, K)),
+        le=np.empty((E, K, K)),
+        nodes_new=np.empty((L, K)),
+        edges_lin=np.empty(E * K * K),
+        P_new=np.empty((K, K)),
+        diff_n=np.empty((L, K)),
+        E_loc=np.empty((max_support, K)),
+        d_trans=np.empty((K, K)),
+    )
+
+
+@jit(inline=True)
+def _trial_scores(data, st, c_init, wk, i, T, K, keep, e_i):
+    """θ_i' = (1-η) θ_i + η θ(w; x_i) into wk.t_n, wk.t_e; returns the new ρ_i."""
+    s0 = data.offsets[i]
+    t_n, t_e, s_w, W_T, M = wk.t_n, wk.t_e, wk.s_w, wk.W_T, st.M
+    for t in range(T):
+        for k in range(K):
+            t_n[t, k] = keep * st.theta_n[s0 + t, k] + e_i * s_w[t, k]
+    rho_new = keep * st.rho[i]
+    for t in range(T - 1):
+        for k in range(K):
+            for l in range(K):
+                t_e[t, k, l] = keep * M[i, k, l] + e_i * W_T[k, l]
+        t_e[t, data.y[s0 + t], data.y[s0 + t + 1]] += rho_new * c_init
+    return rho_new
+
+
+@jit(inline=True)
+def _trial_entropy(data, counters, wk, i, T, K):
+    """One counted oracle call on the trial scores: fills the trial marginals (wk.ln,
+    wk.le, wk.nodes_new, wk.edges_lin, wk.P_new) and returns H' = log Z' - ⟨θ', μ'⟩."""
+    t_n, t_e, ln, le, edges_lin, P_new = wk.t_n, wk.t_e, wk.ln, wk.le, wk.edges_lin, wk.P_new
+    KK = K * K
+    log_z = kernels.oracle_scores(data, counters, i, t_n[:T], t_e[: T - 1], ln, le)
+    vexp(le.reshape(le.shape[0] * KK), edges_lin, (T - 1) * KK)
+    for k in range(K):
+        for l in range(K):
+            P_new[k, l] = 0.0
+    for t in range(T - 1):
+        base = t * KK
+        for k in range(K):
+            for l in range(K):
+                P_new[k, l] += edges_lin[base + k * K + l]
+    inner = 0.0
+    for t in range(T):
+        for k in range(K):
+            p = math.exp(ln[t, k])
+            wk.nodes_new[t, k] = p
+            inner += t_n[t, k] * p
+    for t in range(T - 1):
+        base = t * KK
+        for k in range(K):
+            for l in range(K):
+                inner += t_e[t, k, l] * edges_lin[base + k * K + l]
+    return log_z - inner
+
+
+@jit(inline=True)
+def _trial_gain(data, st, lam_n, wk, i, T, K, h_new):
+    """n × the dual change of the trial; leaves dw = (E_{μ_i}F - E_{μ'}F)/(λn) on the
+    sequence's support in wk.E_loc, wk.d_trans."""
+    s0 = data.offsets[i]
+    diff_n, E_loc, d_trans = wk.diff_n, wk.E_loc, wk.d_trans
+    for t in range(T):
+        for k in range(K):
+            diff_n[t, k] = (math.exp(st.mu_n[s0 + t, k]) - wk.nodes_new[t, k]) / lam_n
+    kernels.expected_emission(data, i, diff_n, E_loc)
+    lo, hi = kernels.support_bounds(data, i)
+    sq = 0.0
+    for j in range(hi - lo):
+        for k in range(K):
+            sq += E_loc[j, k] * E_loc[j, k]
+    for k in range(K):
+        for l in range(K):
+            d_trans[k, l] = (st.P[i, k, l] - wk.P_new[k, l]) / lam_n
+            sq += d_trans[k, l] * d_trans[k, l]
+    wdw = kernels.dot_local(data, i, st.w, E_loc, d_trans)
+    return (h_new - st.H[i]) - 0.5 * lam_n * (2.0 * wdw + sq)
+
+
+@jit(inline=True)
+def _accept(data, st, wk, i, T, K, keep, e_i, rho_new, h_new):
+    """Make the trial the new dual block μ_i (scores, marginals, sums) and move w by dw."""
+    s0 = data.offsets[i]
+    es = s0 - i
+    kernels.add_local(data, i, st.w, 1.0, wk.E_loc, wk.d_trans)
+    for t in range(T):
+        for k in range(K):
+            st.theta_n[s0 + t, k] = wk.t_n[t, k]
+            st.mu_n[s0 + t, k] = wk.ln[t, k]
+    for t in range(T - 1):
+        for k in range(K):
+            for l in range(K):
+                st.mu_e[es + t, k, l] = wk.le[t, k, l]
+    st.rho[i] = rho_new
+    for k in range(K):
+        for l in range(K):
+            st.M[i, k, l] = keep * st.M[i, k, l] + e_i * wk.W_T[k, l]
+            st.P[i, k, l] = wk.P_new[k, l]
+    st.H[i] = h_new
 
 
 @jit
-def _oeg_block(
-    data,
-    counters,
-    st,
-    sst_first,
-    sst_later,
-    u_rand,
-    k_iters,
-    n,
-    lam,
-    c_init,
-    trials_first,
-    trials_later,
-    grow,
-    shrink,
-    permute_first,
-    max_support,
-):
+def _oeg_block(data, counters, st, first, later, u_rand, k_iters, opts, wk):
+    """k_iters OEG iterations (§3.8) on ``st`` (OEGState) with ``opts`` (OEGOptions).
+
+    ``first``/``later`` are the sampler states of the first epoch and of the rest;
+    ``u_rand`` holds their two uniforms per iteration; ``wk`` is a :func:`make_work`.
+    """
     K = data.n_labels
-    L = data.max_len
-    E = max(L - 1, 1)
-    w, theta_n, rho, M, mu_n, mu_e = st.w, st.theta_n, st.rho, st.M, st.mu_n, st.mu_e
-    Psum, H, eta, scal = st.P, st.H, st.eta, st.scal
-    y_all = data.y
-    s_w = np.empty((L, K))  # θ(w; x_i) unary
-    t_n = np.empty((L, K))  # trial node scores
-    t_e = np.empty((E, K, K))  # trial edge scores
-    ln = np.empty((L, K))
-    le = np.empty((E, K, K))
-    nodes_new = np.empty((L, K))
-    edges_lin = np.empty(E * K * K)
-    P_new = np.empty((K, K))
-    diff_n = np.empty((L, K))
-    E_loc = np.empty((max_support, K))
-    d_trans = np.empty((K, K))
-    lam_n = lam * n
+    n = data.offsets.shape[0] - 1
     for it in range(k_iters):
-        t_global = int(scal[0])
-        first_epoch = t_global < n
-        if first_epoch and permute_first:
-            i = samplers.sampler_draw(sst_first, u_rand[it, 0], u_rand[it, 1])
+        first_epoch = st.iterations[0] < n
+        if first_epoch and opts.permute_first:
+            i = samplers.sampler_draw(first, u_rand[it, 0], u_rand[it, 1])
         else:
-            i = samplers.sampler_draw(sst_later, u_rand[it, 0], u_rand[it, 1])
-        s0 = data.offsets[i]
-        T = data.offsets[i + 1] - s0
-        es = s0 - i
-        kernels.unary_scores(data, i, w, s_w)  # scores, not an oracle call
-        # a copy: W_T must stay θ(w; x_i)'s edge table while w itself is updated below
-        W_T = kernels.transition_matrix(data, w).copy()
-        max_trials = trials_first if first_epoch else trials_later
+            i = samplers.sampler_draw(later, u_rand[it, 0], u_rand[it, 1])
+        T = data.offsets[i + 1] - data.offsets[i]
+        kernels.unary_scores(data, i, st.w, wk.s_w)  # scores, not an oracle call
+        wk.W_T[:, :] = kernels.transition_matrix(data, st.w)
+        max_trials = opts.trials_first if first_epoch else opts.trials_later
         for _trial in range(max_trials):
-            e_i = eta[i]
+            e_i = st.eta[i]
             keep = 1.0 - e_i
-            for t in range(T):
-                for k in range(K):
-                    t_n[t, k] = keep * theta_n[s0 + t, k] + e_i * s_w[t, k]
-            rho_new = keep * rho[i]
-            for t in range(T - 1):
-                for k in range(K):
-                    for l in range(K):
-                        t_e[t, k, l] = keep * M[i, k, l] + e_i * W_T[k, l]
-                t_e[t, y_all[s0 + t], y_all[s0 + t + 1]] += rho_new * c_init
-            log_z = kernels.oracle_scores(data, counters, i, t_n[:T], t_e[: T - 1], ln, le)
-            # E_{μ'}F pieces: node marginals and the summed edge marginals
-            vexp(le.reshape(E * K * K), edges_lin, (T - 1) * K * K)
-            for k in range(K):
-                for l in range(K):
-                    P_new[k, l] = 0.0
-            for t in range(T - 1):
-                base = t * K * K
-                for k in range(K):
-                    for l in range(K):
-                        P_new[k, l] += edges_lin[base + k * K + l]
-            # H' = log Z' - ⟨θ', μ'⟩ (entropy of the Gibbs chain of θ')
-            inner = 0.0
-            for t in range(T):
-                for k in range(K):
-                    p = math.exp(ln[t, k])
-                    nodes_new[t, k] = p
-                    inner += t_n[t, k] * p
-            for t in range(T - 1):
-                base = t * K * K
-                for k in range(K):
-                    for l in range(K):
-                        inner += t_e[t, k, l] * edges_lin[base + k * K + l]
-            h_new = log_z - inner
-            # dw = (E_{μ_i}F - E_{μ'}F)/(λn) on the sequence's support
-            for t in range(T):
-                for k in range(K):
-                    diff_n[t, k] = (math.exp(mu_n[s0 + t, k]) - nodes_new[t, k]) / lam_n
-            kernels.expected_emission(data, i, diff_n, E_loc)
-            lo, hi = kernels.support_bounds(data, i)
-            sq = 0.0
-            for j in range(hi - lo):
-                for k in range(K):
-                    sq += E_loc[j, k] * E_loc[j, k]
-            for k in range(K):
-                for l in range(K):
-                    d_trans[k, l] = (Psum[i, k, l] - P_new[k, l]) / lam_n
-                    sq += d_trans[k, l] * d_trans[k, l]
-            wdw = kernels.dot_local(data, i, w, E_loc, d_trans)
-            gain = (h_new - H[i]) - 0.5 * lam_n * (2.0 * wdw + sq)  # n × the dual change
+            rho_new = _trial_scores(data, st, opts.c_init, wk, i, T, K, keep, e_i)
+            h_new = _trial_entropy(data, counters, wk, i, T, K)
+            gain = _trial_gain(data, st, opts.lam_n, wk, i, T, K, h_new)
             if gain >= 0.0:  # ties accepted: an optimal block stops burning oracle calls
-                kernels.add_local(data, i, w, 1.0, E_loc, d_trans)
-                for t in range(T):
-                    for k in range(K):
-                        theta_n[s0 + t, k] = t_n[t, k]
-                        mu_n[s0 + t, k] = ln[t, k]
-                for t in range(T - 1):
-                    for k in range(K):
-                        for l in range(K):
-                            mu_e[es + t, k, l] = le[t, k, l]
-                rho[i] = rho_new
-                for k in range(K):
-                    for l in range(K):
-                        M[i, k, l] = keep * M[i, k, l] + e_i * W_T[k, l]
-                        Psum[i, k, l] = P_new[k, l]
-                H[i] = h_new
-                eta[i] = e_i * grow
+                _accept(data, st, wk, i, T, K, keep, e_i, rho_new, h_new)
+                st.eta[i] = e_i * opts.grow
                 counters[kernels.UPDATES] += 1
                 break
-            eta[i] = e_i * shrink
+            st.eta[i] = e_i * opts.shrink
         counters[kernels.ITERATIONS] += 1
-        scal[0] += 1.0
+        st.iterations[0] += 1
     return k_iters
 
 
@@ -229,7 +277,7 @@ class OEG(crfopt.Optimizer):
             _, le = mu.sequence(i)
             if len(le):
                 Psum[i] = np.exp(le).sum(axis=0)
-        self._state = State(
+        self._state = OEGState(
             w=p.conjugate_weights(mu),
             theta_n=theta_n,
             rho=np.ones(p.n),
@@ -239,12 +287,22 @@ class OEG(crfopt.Optimizer):
             P=Psum,
             H=p.entropies(mu),
             eta=np.full(p.n, prm["initial_step"]),
-            scal=np.zeros(1),
+            iterations=np.zeros(1, dtype=np.int64),
         )
         self._mu = mu
         self._first = crfopt.Sampler("permutation", p.n, self.rng)
         self._later = crfopt.Sampler("uniform", p.n, self.rng)
-        self._max_support = int(kd.n_attributes) if kd.dense else int(np.diff(kd.support_ptr).max())
+        max_support = int(kd.n_attributes) if kd.dense else int(np.diff(kd.support_ptr).max())
+        self._work = make_work(L, K, max_support)
+        self._opts = OEGOptions(
+            lam_n=p.lam * p.n,
+            c_init=prm["init_score"],
+            trials_first=prm["trials_first_epoch"],
+            trials_later=prm["trials_later"],
+            grow=prm["step_growth"],
+            shrink=prm["step_shrink"],
+            permute_first=prm["first_pass_permutation"],
+        )
 
     @property
     def w(self) -> np.ndarray:
@@ -253,7 +311,7 @@ class OEG(crfopt.Optimizer):
     def run_block(self, k: int) -> int:
         p = self.problem
         prm = self.params
-        done_before = int(self._state.scal[0])
+        done_before = int(self._state.iterations[0])
         n_first = max(0, min(k, p.n - done_before)) if prm["first_pass_permutation"] else 0
         # the first epoch's draws come from the permutation sampler, later ones uniform;
         # each sampler prepares exactly the draws it will make, in order
@@ -268,15 +326,8 @@ class OEG(crfopt.Optimizer):
             self._later.state,
             u,
             int(k),
-            p.n,
-            p.lam,
-            prm["init_score"],
-            prm["trials_first_epoch"],
-            prm["trials_later"],
-            prm["step_growth"],
-            prm["step_shrink"],
-            prm["first_pass_permutation"],
-            self._max_support,
+            self._opts,
+            self._work,
         )
 
     def step(self) -> None:

@@ -24,6 +24,8 @@ from __future__ import annotations
 import math
 import warnings
 from collections import namedtuple
+from enum import IntEnum
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -32,8 +34,66 @@ from crfopt import jit, kernels, samplers
 from crfopt.dual import initial_dual
 from crfopt.vmath import vexp, vlog
 
-SAMPLERS = ("uniform", "permutation", "cyclic", "importance", "gap", "gapimp", "max", "edelta")
-LINE_SEARCHES = ("newton", "golden", "fixed", "theory")
+
+class StepRule(IntEnum):
+    """How γ is chosen (§3.2); ``line_search`` takes the lower-case member names."""
+
+    NEWTON = 0  # safeguarded Newton on f' (the default)
+    GOLDEN = 1  # golden-section search on f
+    FIXED = 2  # γ = fixed_step (ablation)
+    THEORY = 3  # γ = (1 + R/(λn))⁻¹, R = max_i R_i: the step of LPL18 App. F Thm. 1
+
+
+class Start(IntEnum):
+    """First point of the Newton search; ``start`` takes the lower-case member names."""
+
+    HALF = 0  # γ = 0.5
+    PREVIOUS = 1  # the example's previous step (LPL18 fn. 4)
+    CHORD = 2  # the root of the chord of f' between its closed-form end values
+
+
+LINE_SEARCHES = tuple(r.name.lower() for r in StepRule)
+STARTS = tuple(s.name.lower() for s in Start)
+# Sampler families (§3.3): ρ only mixes a non-uniform part into the draw, so the uniform
+# family has no non_uniformity; only empirical-Δ has a tree refresh policy.
+UNIFORM_SAMPLERS = ("uniform", "permutation", "cyclic")
+ADAPTIVE_SAMPLERS = ("importance", "gap", "gapimp", "max")
+EDELTA_SAMPLERS = ("edelta",)
+SAMPLERS = UNIFORM_SAMPLERS + ADAPTIVE_SAMPLERS + EDELTA_SAMPLERS
+
+
+class SDCAState(NamedTuple):
+    """What the compiled loop reads and updates in place (one run's SDCA state).
+
+    The running totals are 1-element arrays so that compiled code can update them.
+    """
+
+    w: np.ndarray  # (d,) = ŵ(μ)
+    mu_n: np.ndarray  # (N, K) log node marginals of μ_i (float64 or float32)
+    mu_e: np.ndarray  # (N - n, K, K) log edge marginals of μ_i
+    gaps: np.ndarray  # (n,) stored pre-step block gaps G_i
+    entropies: np.ndarray  # (n,) H̃(μ_i)
+    last_step: np.ndarray  # (n,) the example's previous γ (Newton start "previous")
+    gap_sum: np.ndarray  # (1,) Σ_i G_i
+    w_sq: np.ndarray  # (1,) ‖w‖², kept by ‖w + γv‖² = ‖w‖² + γ²a + 2γb
+    entropy_sum: np.ndarray  # (1,) Σ_i H̃(μ_i)
+    cap_hits: np.ndarray  # (1,) int64, Newton searches that hit max_line_search
+    iterations: np.ndarray  # (1,) int64, iterations done so far
+
+
+class SDCAOptions(NamedTuple):
+    """Settings of the compiled loop, fixed for a run."""
+
+    lam_n: float  # λn
+    rule: StepRule
+    start: Start
+    sub_precision: float  # tolerance on γ of the Newton and golden searches
+    max_line_search: int  # derivative evaluations before Newton gives up
+    fixed_step: float  # γ of StepRule.FIXED (NaN otherwise: never read)
+    theory_step: float  # γ of StepRule.THEORY (NaN otherwise: never read)
+    tolerance: float  # stop when ĝ = Σ G_i / n falls below it
+    refresh_every: int  # iterations between full gap refreshes (0: never)
+
 
 # Below this a linear-space mixture could lose its relative precision (or underflow):
 # take the log of the mixture in log space instead (§5.2).
@@ -103,44 +163,6 @@ def _mix_table(m, d, lm, lnu, x, lx, cnt, gamma):
                 lx[j] = _log_mix_scalar(lm[j], lnu[j], gamma)
 
 
-@jit(fastmath=True)
-def _kl(pn, pe, lpn, lpe, lqn, lqe, T, K):
-    """D̃(p ‖ q) in the chain-rule form (§5.3) from linear p and the logs of p and q.
-
-    Node log-marginals supply the conditionals, so no transcendental function is needed.
-    """
-    total = 0.0
-    for k in range(K):
-        if pn[0, k] > 0.0:
-            total += pn[0, k] * (lpn[0, k] - lqn[0, k])
-    for t in range(T - 1):
-        for k in range(K):
-            rp = lpn[t, k]
-            rq = lqn[t, k]
-            for l in range(K):
-                p = pe[t, k, l]
-                if p > 0.0:
-                    total += p * ((lpe[t, k, l] - rp) - (lqe[t, k, l] - rq))
-    return total
-
-
-@jit(fastmath=True)
-def _entropy(xn, xe, lxn, lxe, T, K):
-    """H̃ of marginals given linear and log values (chain-rule form, 0 log 0 = 0)."""
-    H = 0.0
-    for k in range(K):
-        if xn[0, k] > 0.0:
-            H -= xn[0, k] * lxn[0, k]
-    for t in range(T - 1):
-        for k in range(K):
-            r = lxn[t, k]
-            for l in range(K):
-                p = xe[t, k, l]
-                if p > 0.0:
-                    H -= p * (lxe[t, k, l] - r)
-    return H
-
-
 @jit(inline=True)
 def _mix(gamma, sc, T, K):
     """x = μ + γδ and log x for the nodes and edges of the current sequence."""
@@ -206,26 +228,24 @@ def _derivatives(gamma, sc, T, K, lna):
 
 
 @jit
-def _newton_line_search(x0, sub_precision, max_iter, u0, lna, sc, T, K, out):
+def _newton_line_search(x0, sub_precision, max_iter, u0, lna, sc, T, K):
     """Safeguarded Newton–bisection on f' over [0, 1] (Press et al. §9.4 "rtsafe", §3.2).
 
-    The root is bracketed: f'(0) = g_i + r_i ≥ 0 and f'(1) = -λna ≤ 0. Returns γ;
-    ``out[0]`` gets the number of derivative evaluations, ``out[1]`` 1 if the
-    iteration cap was hit.
+    The root is bracketed: f'(0) = g_i + r_i ≥ 0 and f'(1) = -λna ≤ 0. Returns
+    (γ, derivative evaluations, whether the cap ``max_iter`` was hit).
     """
-    out[0] = 0.0
-    out[1] = 0.0
     if u0 <= 0.0:
-        return 0.0
+        return 0.0, 0, False
     if lna <= 0.0:
-        return 1.0
+        return 1.0, 0, False
+    evals = 0
     lo = 1.0  # f'(lo) < 0
     hi = 0.0  # f'(hi) > 0
     x = x0
     dx_prev2 = 1.0
     dx_prev = 1.0
     u, curv = _derivatives(x, sc, T, K, lna)
-    out[0] += 1.0
+    evals += 1
     # Tighten the bracket with the first evaluation too (rtsafe does not; it only saves
     # a re-evaluation at the midpoint when the first Newton step is rejected).
     if u < 0.0:
@@ -246,29 +266,31 @@ def _newton_line_search(x0, sub_precision, max_iter, u0, lna, sc, T, K, out):
             dx_prev = 0.5 * (hi - lo)
             x = lo + dx_prev
         if abs(dx_prev) < sub_precision:
-            return x
+            return x, evals, False
         u, curv = _derivatives(x, sc, T, K, lna)
-        out[0] += 1.0
+        evals += 1
         if u < 0.0:
             lo = x
         else:
             hi = x
         newton = u / curv
-    out[1] = 1.0
-    return x
+    return x, evals, True
 
 
 @jit(inline=True)
 def _block_value(gamma, a, b, lam_n, sc, T, K):
     """f(γ) = H̃(μ_γ) - λn/2 (γ² a + 2γ b) (LPL18 eq. 20), for the golden-section search."""
     _mix(gamma, sc, T, K)
-    H = _entropy(sc.xn, sc.xe, sc.lxn, sc.lxe, T, K)
+    H = kernels.chain_entropy_linlog(sc.xn, sc.xe, sc.lxn, sc.lxe, T, K)
     return H - 0.5 * lam_n * (gamma * gamma * a + 2.0 * gamma * b)
 
 
 @jit
-def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K, out):
-    """Golden-section maximization of the concave f on [0, 1] to ``sub_precision``."""
+def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K):
+    """Golden-section maximization of the concave f on [0, 1] to ``sub_precision``.
+
+    Returns (γ, evaluations of f).
+    """
     gr = 0.5 * (math.sqrt(5.0) - 1.0)
     lo = 0.0
     hi = 1.0
@@ -276,8 +298,7 @@ def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K, out):
     d = lo + gr * (hi - lo)
     fc = _block_value(c, a, b, lam_n, sc, T, K)
     fd = _block_value(d, a, b, lam_n, sc, T, K)
-    out[0] = 2.0
-    out[1] = 0.0
+    evals = 2
     while hi - lo > sub_precision:
         if fc > fd:
             hi = d
@@ -291,8 +312,8 @@ def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K, out):
             fc = fd
             d = lo + gr * (hi - lo)
             fd = _block_value(d, a, b, lam_n, sc, T, K)
-        out[0] += 1.0
-    return 0.5 * (lo + hi)
+        evals += 1
+    return 0.5 * (lo + hi), evals
 
 
 @jit(inline=True)
@@ -312,241 +333,261 @@ def _load(src_n, src_e, s, es, T, K, sc):
     vexp(le, sc.me_f, (T - 1) * KK)
 
 
-@jit
-def _sdca_block(
-    data,
-    counters,
-    w,
-    mu_n,
-    mu_e,
-    G,
-    H,
-    last_step,
-    acc,
-    ints,
-    st,
-    u,
-    k_iters,
-    lam_n,
-    ls_kind,
-    sub_precision,
-    fixed_step,
-    start_kind,
-    tolerance,
-    refresh_every,
-    max_ls,
-    sc,
-    E_loc,
-):
-    """k_iters SDCA iterations (§3.1). Returns the number done (fewer if ĝ < tolerance).
+@jit(inline=True)
+def _refresh_gaps(data, counters, st, sampler, sc):
+    """Recompute every stored gap (Osokin et al. 2016), charged n oracle calls as REF does."""
+    n = data.offsets.shape[0] - 1
+    K = data.n_labels
+    for j in range(n):
+        sj = data.offsets[j]
+        Tj = data.offsets[j + 1] - sj
+        _load(st.mu_n, st.mu_e, sj, sj - j, Tj, K, sc)
+        kernels.oracle_marginals(data, counters, j, st.w, sc.lnun, sc.lnue, sc.nun, sc.nue)
+        gj = kernels.chain_kl_linlog(sc.mn, sc.me, sc.lmn, sc.lme, sc.lnun, sc.lnue, Tj, K)
+        gj = gj if gj > 0.0 else 0.0
+        st.gap_sum[0] += gj - st.gaps[j]
+        st.gaps[j] = gj
+        samplers.sampler_feedback(sampler, j, gj, 0.0)
 
-    acc = [Σ_i G_i, ‖w‖², Σ_i H_i, line-search cap hits]; ints = [iterations so far].
+
+@jit(inline=True)
+def _block_gaps(data, counters, st, sc, i, T, K):
+    """Load μ_i, ask the oracle for ν_i, form δ = ν - μ; return g_i = D̃(μ‖ν), r_i = D̃(ν‖μ)."""
+    s = data.offsets[i]
+    _load(st.mu_n, st.mu_e, s, s - i, T, K, sc)
+    kernels.oracle_marginals(data, counters, i, st.w, sc.lnun, sc.lnue, sc.nun, sc.nue)
+    dn_f, de_f, nun_f, nue_f, mn_f, me_f = sc.dn_f, sc.de_f, sc.nun_f, sc.nue_f, sc.mn_f, sc.me_f
+    for j in range(T * K):
+        dn_f[j] = nun_f[j] - mn_f[j]
+    for j in range((T - 1) * K * K):
+        de_f[j] = nue_f[j] - me_f[j]
+    g_i = kernels.chain_kl_linlog(sc.mn, sc.me, sc.lmn, sc.lme, sc.lnun, sc.lnue, T, K)
+    r_i = kernels.chain_kl_linlog(sc.nun, sc.nue, sc.lnun, sc.lnue, sc.lmn, sc.lme, T, K)
+    return (g_i if g_i > 0.0 else 0.0), (r_i if r_i > 0.0 else 0.0)
+
+
+@jit(inline=True)
+def _direction(data, w, lam_n, sc, i, T, K, E_loc, trans_dir):
+    """v = (E_μF - E_νF)/(λn) on the sequence's support; returns a = ‖v‖², b = ⟨w, v⟩."""
+    xn_f, dn_f, de = sc.xn_f, sc.dn_f, sc.de
+    lo, hi = kernels.support_bounds(data, i)
+    for j in range(T * K):
+        xn_f[j] = -dn_f[j]  # x is free until the line search: it holds -δ for a moment
+    kernels.expected_emission(data, i, sc.xn, E_loc)
+    inv = 1.0 / lam_n
+    a = 0.0
+    for j in range(hi - lo):
+        for k in range(K):
+            E_loc[j, k] *= inv
+            a += E_loc[j, k] * E_loc[j, k]
+    for k in range(K):
+        for l in range(K):
+            acc_t = 0.0
+            for t in range(T - 1):
+                acc_t -= de[t, k, l]
+            trans_dir[k, l] = acc_t * inv
+            a += trans_dir[k, l] * trans_dir[k, l]
+    return a, kernels.dot_local(data, i, w, E_loc, trans_dir)
+
+
+@jit(inline=True)
+def _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b):
+    """γ by the run's step rule (§3.2)."""
+    rule = opts.rule
+    lam_n = opts.lam_n
+    if rule == StepRule.NEWTON:
+        lna = lam_n * a
+        start = opts.start
+        if start == Start.PREVIOUS:
+            x0 = st.last_step[i]
+        elif start == Start.CHORD:
+            x0 = (g_i + r_i) / (g_i + r_i + lna) if g_i + r_i + lna > 0.0 else 0.5
+        else:
+            x0 = 0.5
+        if not (0.0 < x0 < 1.0):
+            x0 = 0.5
+        gamma, evals, capped = _newton_line_search(
+            x0, opts.sub_precision, opts.max_line_search, g_i + r_i, lna, sc, T, K
+        )
+        counters[kernels.LS_EVALS] += evals
+        if capped:
+            st.cap_hits[0] += 1
+        return gamma
+    if rule == StepRule.GOLDEN:
+        gamma, evals = _golden_line_search(opts.sub_precision, a, b, lam_n, sc, T, K)
+        counters[kernels.LS_EVALS] += evals
+        return gamma
+    if rule == StepRule.FIXED:
+        return opts.fixed_step
+    return opts.theory_step
+
+
+@jit(inline=True)
+def _commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_dir):
+    """μ_i ← (1-γ) μ_i + γ ν_i (stored as logs, exact at γ ∈ {0, 1}), w += γv, totals."""
+    s = data.offsets[i]
+    es = s - i
+    mu_n, mu_e, lxn, lxe = st.mu_n, st.mu_e, sc.lxn, sc.lxe
+    _mix(gamma, sc, T, K)
+    for t in range(T):
+        for k in range(K):
+            v = lxn[t, k]
+            mu_n[s + t, k] = v if v < 0.0 else 0.0
+    for t in range(T - 1):
+        for k in range(K):
+            for l in range(K):
+                v = lxe[t, k, l]
+                mu_e[es + t, k, l] = v if v < 0.0 else 0.0
+    if gamma != 0.0:
+        kernels.add_local(data, i, st.w, gamma, E_loc, trans_dir)
+    st.w_sq[0] += gamma * gamma * a + 2.0 * gamma * b
+    h_new = kernels.chain_entropy_linlog(sc.xn, sc.xe, lxn, lxe, T, K)
+    st.entropy_sum[0] += h_new - st.entropies[i]
+    st.entropies[i] = h_new
+
+
+@jit
+def _sdca_block(data, counters, st, sampler, u, k_iters, opts, sc, E_loc):
+    """k_iters SDCA iterations (§3.1) on ``st`` (SDCAState) with ``opts`` (SDCAOptions).
+
+    Returns the number done (fewer if ĝ < tolerance). ``u`` holds the sampler's two
+    uniforms per iteration; ``sc`` is a :func:`make_scratch`; ``E_loc`` has room for the
+    largest sequence support.
     """
     n = data.offsets.shape[0] - 1
     K = data.n_labels
-    KK = K * K
-    # locals, not tuple fields, inside loops (each field read costs a reference count)
-    mn_f, me_f, nun_f, nue_f, dn_f, de_f, xn_f = (
-        sc.mn_f,
-        sc.me_f,
-        sc.nun_f,
-        sc.nue_f,
-        sc.dn_f,
-        sc.de_f,
-        sc.xn_f,
-    )
-    mn, me, lmn, lme, nun, nue, lnun, lnue = (
-        sc.mn,
-        sc.me,
-        sc.lmn,
-        sc.lme,
-        sc.nun,
-        sc.nue,
-        sc.lnun,
-        sc.lnue,
-    )
-    de, xn, xe, lxn, lxe = sc.de, sc.xn, sc.xe, sc.lxn, sc.lxe
     trans_dir = np.empty((K, K))
-    ls_out = np.zeros(2)
+    refresh_every = opts.refresh_every
     done = 0
     for it in range(k_iters):
-        if refresh_every > 0 and ints[0] > 0 and ints[0] % refresh_every == 0:
-            # Optional full refresh of the stored gaps (Osokin et al. 2016), charged n
-            # oracle calls as REF does.
-            for j in range(n):
-                sj = data.offsets[j]
-                Tj = data.offsets[j + 1] - sj
-                _load(mu_n, mu_e, sj, sj - j, Tj, K, sc)
-                kernels.oracle_marginals(data, counters, j, w, lnun, lnue, nun, nue)
-                gj = _kl(mn, me, lmn, lme, lnun, lnue, Tj, K)
-                gj = gj if gj > 0.0 else 0.0
-                acc[0] += gj - G[j]
-                G[j] = gj
-                samplers.sampler_feedback(st, j, gj, 0.0)
-        i = samplers.sampler_draw(st, u[it, 0], u[it, 1])
-        s = data.offsets[i]
-        T = data.offsets[i + 1] - s
-        es = s - i
-        _load(mu_n, mu_e, s, es, T, K, sc)
-        kernels.oracle_marginals(data, counters, i, w, lnun, lnue, nun, nue)
-        for j in range(T * K):
-            dn_f[j] = nun_f[j] - mn_f[j]
-        for j in range((T - 1) * KK):
-            de_f[j] = nue_f[j] - me_f[j]
-        g_i = _kl(mn, me, lmn, lme, lnun, lnue, T, K)  # pre-step gap
-        r_i = _kl(nun, nue, lnun, lnue, lmn, lme, T, K)  # for f'(0)
-        if g_i < 0.0:
-            g_i = 0.0
-        if r_i < 0.0:
-            r_i = 0.0
-        # v = (E_μ F - E_ν F)/(λn) on the sequence's support
-        lo, hi = kernels.support_bounds(data, i)
-        for j in range(T * K):
-            xn_f[j] = -dn_f[j]
-        kernels.expected_emission(data, i, xn, E_loc)
-        inv = 1.0 / lam_n
-        a = 0.0
-        for j in range(hi - lo):
-            for k in range(K):
-                E_loc[j, k] *= inv
-                a += E_loc[j, k] * E_loc[j, k]
-        for k in range(K):
-            for l in range(K):
-                acc_t = 0.0
-                for t in range(T - 1):
-                    acc_t -= de[t, k, l]
-                trans_dir[k, l] = acc_t * inv
-                a += trans_dir[k, l] * trans_dir[k, l]
-        b = kernels.dot_local(data, i, w, E_loc, trans_dir)
-        lna = lam_n * a
-        if ls_kind == 0:
-            if start_kind == 1:
-                x0 = last_step[i]
-            elif start_kind == 2:
-                # root of the chord of f' between its closed-form end values
-                x0 = (g_i + r_i) / (g_i + r_i + lna) if g_i + r_i + lna > 0.0 else 0.5
-            else:
-                x0 = 0.5
-            if not (0.0 < x0 < 1.0):
-                x0 = 0.5
-            gamma = _newton_line_search(x0, sub_precision, max_ls, g_i + r_i, lna, sc, T, K, ls_out)
-            counters[kernels.LS_EVALS] += int(ls_out[0])
-            acc[3] += ls_out[1]
-        elif ls_kind == 1:
-            gamma = _golden_line_search(sub_precision, a, b, lam_n, sc, T, K, ls_out)
-            counters[kernels.LS_EVALS] += int(ls_out[0])
-        else:
-            gamma = fixed_step
-        last_step[i] = gamma
-        # μ_i ← (1-γ) μ_i + γ ν_i, stored as logs (exact at γ ∈ {0, 1})
-        _mix(gamma, sc, T, K)
-        for t in range(T):
-            for k in range(K):
-                v = lxn[t, k]
-                mu_n[s + t, k] = v if v < 0.0 else 0.0
-        for t in range(T - 1):
-            for k in range(K):
-                for l in range(K):
-                    v = lxe[t, k, l]
-                    mu_e[es + t, k, l] = v if v < 0.0 else 0.0
-        if gamma != 0.0:
-            kernels.add_local(data, i, w, gamma, E_loc, trans_dir)
-        acc[1] += gamma * gamma * a + 2.0 * gamma * b
-        h_new = _entropy(xn, xe, lxn, lxe, T, K)
-        acc[2] += h_new - H[i]
-        H[i] = h_new
-        acc[0] += g_i - G[i]
-        G[i] = g_i
-        samplers.sampler_feedback(st, i, g_i, gamma * math.sqrt(a))
+        t_done = st.iterations[0]
+        if refresh_every > 0 and t_done > 0 and t_done % refresh_every == 0:
+            _refresh_gaps(data, counters, st, sampler, sc)
+        i = samplers.sampler_draw(sampler, u[it, 0], u[it, 1])
+        T = data.offsets[i + 1] - data.offsets[i]
+        g_i, r_i = _block_gaps(data, counters, st, sc, i, T, K)  # g_i: the pre-step gap
+        a, b = _direction(data, st.w, opts.lam_n, sc, i, T, K, E_loc, trans_dir)
+        gamma = _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b)
+        st.last_step[i] = gamma
+        _commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_dir)
+        st.gap_sum[0] += g_i - st.gaps[i]
+        st.gaps[i] = g_i
+        samplers.sampler_feedback(sampler, i, g_i, gamma * math.sqrt(a))
         counters[kernels.ITERATIONS] += 1
         counters[kernels.UPDATES] += 1
-        ints[0] += 1
+        st.iterations[0] += 1
         done += 1
-        if acc[0] / n < tolerance:
+        if st.gap_sum[0] / n < opts.tolerance:
             break
     return done
 
 
+def _sampler_param(default: str, kinds: tuple[str, ...]) -> crfopt.Param:
+    return crfopt.Param(default, str, f"sampling scheme (§3.3): {', '.join(kinds)}", choices=kinds)
+
+
+# Every variant's parameters, in display order; each class keeps the ones that act on it.
+_PARAMETERS = {
+    "non_uniformity": crfopt.Param(
+        0.8,
+        float,
+        "ρ, weight of the non-uniform sampler part (LPL18 §6.3)",
+        low=0.0,
+        high=1.0,
+    ),
+    "initial_gap": crfopt.Param(
+        100.0, float, "initial stored gap G_i, the start of ĝ (LPL18 fn. 5)", low=0.0
+    ),
+    "sub_precision": crfopt.Param(
+        1e-3, float, "newton/golden tolerance on the step γ (LPL18 §6.2)", low=0.0
+    ),
+    "line_search": crfopt.Param(
+        "newton",
+        str,
+        "step rule (§3.2): newton, golden, fixed (γ = fixed_step), "
+        "theory (γ = (1 + R/(λn))⁻¹, R = max_i R_i, LPL18 App. F Thm. 1)",
+        choices=LINE_SEARCHES,
+    ),
+    "fixed_step": crfopt.Param(
+        None,
+        float,
+        "γ of line_search='fixed' (ablation); unset means 0.5, refused with other rules",
+        allow_none=True,
+        low=0.0,
+        high=1.0,
+    ),
+    "start": crfopt.Param(
+        "half",
+        str,
+        "first Newton point: 0.5, the example's previous step (LPL18 fn. 4) "
+        "or the root of the chord of f' between 0 and 1",
+        choices=STARTS,
+    ),
+    "max_line_search": crfopt.Param(
+        100, int, "derivative evaluations before the line search gives up (§3.2)", low=1
+    ),
+    "init": crfopt.Param(
+        "gibbs",
+        str,
+        "dual initialization (§3.1, §7.2)",
+        choices=("gibbs", "mixture", "uniform"),
+    ),
+    "init_score": crfopt.Param(
+        10.0, float, "c of the gibbs initialization (REF, = SBA15's OEG-10)", low=0.0
+    ),
+    "init_epsilon": crfopt.Param(
+        1e-6, float, "ε of the mixture initialization (§7.2 [choice])", low=0.0, high=1.0
+    ),
+    "tolerance": crfopt.Param(
+        1e-7, float, "stop when the gap estimate ĝ falls below this (REF)", low=0.0
+    ),
+    "refresh_period": crfopt.Param(
+        None,
+        int,
+        "recompute all gaps every k epochs, charged n oracle calls (§3.1)",
+        allow_none=True,
+        low=1,
+    ),
+    "edelta_refresh": crfopt.Param(
+        "epoch",
+        str,
+        "empirical-Δ tree refresh (§3.3 [choice])",
+        choices=("epoch", "immediate"),
+    ),
+    "dtype": crfopt.Param(
+        "float64",
+        str,
+        "storage of the dual log-marginals (float32 for large K)",
+        choices=("float64", "float32"),
+    ),
+}
+
+
+def _parameters(sampler: crfopt.Param, *drop: str) -> dict[str, crfopt.Param]:
+    out = {"sampler": sampler}
+    out.update((k, v) for k, v in _PARAMETERS.items() if k not in drop)
+    return out
+
+
 class SDCA(crfopt.Optimizer):
-    """SDCA for CRFs with a Newton line search and adaptive sampling (LPL18 Alg. 1–2).
+    """SDCA for CRFs with a Newton line search, uniform-family sampling (LPL18 Alg. 1–2).
+
+    The subclasses :class:`SDCAAdaptive` and :class:`SDCAEdelta` add the sampler
+    parameters that only act there; a parameter that does not act on a variant is
+    refused (``crfopt.ParameterError`` naming the valid ones).
 
     Parameters (all overridable)
     ----------------------------
-    sampler : which example to visit next (§3.3): uniform, permutation, cyclic,
-        importance, gap, gapimp, max, edelta.
-    non_uniformity : ρ, weight of the non-uniform part of the sampler (LPL18 §6.3: 0.8).
+    sampler : which example to visit next (§3.3): uniform, permutation, cyclic.
     sub_precision : line-search tolerance on γ (LPL18 §6.2: 1e-3).
     line_search : newton (safeguarded Newton on f', §3.2), golden (section search on f),
-        fixed (γ = fixed_step), theory (γ = (1 + R/(λn))⁻¹, LPL18 App. F Thm. 1).
+        fixed (γ = fixed_step), theory (the fixed γ = (1 + R/(λn))⁻¹ with R = max_i R_i
+        under which LPL18 App. F Thm. 1 / SSZ13 prove linear convergence; tiny, ablation).
     """
 
-    parameters = {
-        "sampler": crfopt.Param("uniform", str, "sampling scheme (§3.3)", choices=SAMPLERS),
-        "non_uniformity": crfopt.Param(
-            0.8,
-            float,
-            "ρ, weight of the non-uniform sampler part (LPL18 §6.3)",
-            low=0.0,
-            high=1.0,
-        ),
-        "initial_gap": crfopt.Param(100.0, float, "initial stored gap G_i (LPL18 fn. 5)", low=0.0),
-        "sub_precision": crfopt.Param(
-            1e-3, float, "line-search tolerance on the step γ (LPL18 §6.2)", low=0.0
-        ),
-        "line_search": crfopt.Param(
-            "newton",
-            str,
-            "step rule (§3.2): newton, golden, fixed, theory",
-            choices=LINE_SEARCHES,
-        ),
-        "fixed_step": crfopt.Param(
-            0.5, float, "γ when line_search='fixed' (ablation)", low=0.0, high=1.0
-        ),
-        "start": crfopt.Param(
-            "half",
-            str,
-            "first Newton point: 0.5, the example's previous step (LPL18 fn. 4) "
-            "or the root of the chord of f' between 0 and 1",
-            choices=("half", "previous", "chord"),
-        ),
-        "max_line_search": crfopt.Param(
-            100, int, "derivative evaluations before the line search gives up (§3.2)", low=1
-        ),
-        "init": crfopt.Param(
-            "gibbs",
-            str,
-            "dual initialization (§3.1, §7.2)",
-            choices=("gibbs", "mixture", "uniform"),
-        ),
-        "init_score": crfopt.Param(
-            10.0, float, "c of the gibbs initialization (REF, = SBA15's OEG-10)", low=0.0
-        ),
-        "init_epsilon": crfopt.Param(
-            1e-6, float, "ε of the mixture initialization (§7.2 [choice])", low=0.0, high=1.0
-        ),
-        "tolerance": crfopt.Param(
-            1e-7, float, "stop when the gap estimate ĝ falls below this (REF)", low=0.0
-        ),
-        "refresh_period": crfopt.Param(
-            None,
-            int,
-            "recompute all gaps every k epochs, charged n oracle calls (§3.1)",
-            allow_none=True,
-            low=1,
-        ),
-        "edelta_refresh": crfopt.Param(
-            "epoch",
-            str,
-            "empirical-Δ tree refresh (§3.3 [choice])",
-            choices=("epoch", "immediate"),
-        ),
-        "dtype": crfopt.Param(
-            "float64",
-            str,
-            "storage of the dual log-marginals (float32 for large K)",
-            choices=("float64", "float32"),
-        ),
-    }
+    parameters = _parameters(
+        _sampler_param("uniform", UNIFORM_SAMPLERS), "non_uniformity", "edelta_refresh"
+    )
     capabilities = frozenset({"stochastic", "has_dual", "gap_estimate", "line_search"})
     cost = crfopt.Cost(init_passes=1.0)  # the gibbs μ⁰: one oracle_scores per sequence
 
@@ -557,76 +598,95 @@ class SDCA(crfopt.Optimizer):
         self._mu = initial_dual(
             p, prm["init"], c=prm["init_score"], epsilon=prm["init_epsilon"], dtype=dtype
         )
-        self._w = p.conjugate_weights(self._mu)  # w⁰ = ŵ(μ⁰), no oracle call
-        n = p.n
-        self._G = np.full(n, prm["initial_gap"])
-        self._H = p.entropies(self._mu)
-        self._acc = np.array([self._G.sum(), float(self._w @ self._w), self._H.sum(), 0.0])
-        self._ints = np.zeros(2, dtype=np.int64)
-        self._last_step = np.full(n, 0.5)
-        importance = None
-        if prm["sampler"] in ("importance", "gapimp"):
-            importance = p.lam + p.radii() / n  # L_i = λ + R_i/n (§1.7)
-        self._sampler = crfopt.Sampler(
-            prm["sampler"],
-            n,
-            self.rng,
-            non_uniformity=prm["non_uniformity"],
-            initial_gap=prm["initial_gap"],
-            importance=importance,
-            refresh=prm["edelta_refresh"],
+        w = p.conjugate_weights(self._mu)  # w⁰ = ŵ(μ⁰), no oracle call
+        gaps = np.full(p.n, prm["initial_gap"])
+        entropies = p.entropies(self._mu)
+        self._state = SDCAState(
+            w=w,
+            mu_n=self._mu.log_nodes,
+            mu_e=self._mu.log_edges,
+            gaps=gaps,
+            entropies=entropies,
+            last_step=np.full(p.n, 0.5),
+            gap_sum=np.array([gaps.sum()]),
+            w_sq=np.array([float(w @ w)]),
+            entropy_sum=np.array([entropies.sum()]),
+            cap_hits=np.zeros(1, dtype=np.int64),
+            iterations=np.zeros(1, dtype=np.int64),
         )
-        ls = prm["line_search"]
-        self._ls_kind = {"newton": 0, "golden": 1, "fixed": 2, "theory": 2}[ls]
-        self._step = prm["fixed_step"]
-        if ls == "theory":
-            self._step = 1.0 / (1.0 + float(np.max(p.radii())) / (p.lam * n))
+        self._sampler = self._make_sampler()
+        self._opts = self._options()
         kd = p.data
         max_support = int(kd.n_attributes) if kd.dense else int(np.diff(kd.support_ptr).max())
         self._E_loc = np.zeros((max_support, p.n_labels))
         self._scratch = make_scratch(int(kd.max_len), p.n_labels)
 
-    @property
-    def w(self) -> np.ndarray:
-        return self._w
+    def _make_sampler(self, **extra: Any) -> crfopt.Sampler:
+        p = self.problem
+        importance = None
+        if self.params["sampler"] in ("importance", "gapimp"):
+            importance = p.lam + p.radii() / p.n  # L_i = λ + R_i/n (§1.7)
+        return crfopt.Sampler(
+            self.params["sampler"],
+            p.n,
+            self.rng,
+            initial_gap=self.params["initial_gap"],
+            importance=importance,
+            **extra,
+        )
 
-    def run_block(self, k: int) -> int:
+    def _options(self) -> SDCAOptions:
         p = self.problem
         prm = self.params
-        u = self._sampler.prepare(k)
-        hits = self._acc[3]
+        rule = StepRule[prm["line_search"].upper()]
+        fixed = prm["fixed_step"]
+        if fixed is not None and rule != StepRule.FIXED:
+            raise crfopt.ParameterError(
+                f"{type(self).__name__}: parameter 'fixed_step' applies only to "
+                f"line_search='fixed', not {prm['line_search']!r}"
+            )
+        theory = math.nan
+        if rule == StepRule.THEORY:
+            theory = 1.0 / (1.0 + float(np.max(p.radii())) / (p.lam * p.n))
         refresh = prm["refresh_period"]
+        return SDCAOptions(
+            lam_n=p.lam * p.n,
+            rule=rule,
+            start=Start[prm["start"].upper()],
+            sub_precision=prm["sub_precision"],
+            max_line_search=prm["max_line_search"],
+            fixed_step=(0.5 if fixed is None else fixed) if rule == StepRule.FIXED else math.nan,
+            theory_step=theory,
+            tolerance=prm["tolerance"],
+            refresh_every=0 if refresh is None else int(refresh) * p.n,
+        )
+
+    @property
+    def w(self) -> np.ndarray:
+        return self._state.w
+
+    def run_block(self, k: int) -> int:
+        u = self._sampler.prepare(k)
+        st = self._state
+        hits = int(st.cap_hits[0])
+        p = self.problem
         done = _sdca_block(
             p.data,
             p.counters.array,
-            self._w,
-            self._mu.log_nodes,
-            self._mu.log_edges,
-            self._G,
-            self._H,
-            self._last_step,
-            self._acc,
-            self._ints,
+            st,
             self._sampler.state,
             u,
             int(k),
-            p.lam * p.n,
-            self._ls_kind,
-            prm["sub_precision"],
-            self._step,
-            ("half", "previous", "chord").index(prm["start"]),
-            prm["tolerance"],
-            0 if refresh is None else int(refresh) * p.n,
-            prm["max_line_search"],
+            self._opts,
             self._scratch,
             self._E_loc,
         )
         if done < k:
             self.converged = True
-        if self._acc[3] > hits:
+        if st.cap_hits[0] > hits:
             warnings.warn(
-                f"SDCA line search hit its cap of {prm['max_line_search']} evaluations "
-                f"{int(self._acc[3] - hits)} time(s); returned the last iterate (§7.9)",
+                f"SDCA line search hit its cap of {self._opts.max_line_search} evaluations "
+                f"{int(st.cap_hits[0]) - hits} time(s); returned the last iterate (§7.9)",
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -639,16 +699,36 @@ class SDCA(crfopt.Optimizer):
         return self._mu
 
     def gap_estimate(self) -> float:
-        return float(self._acc[0] / self.problem.n)
+        return float(self._state.gap_sum[0] / self.problem.n)
 
     def dual_value(self) -> float:
         """D_inc = mean H̃(μ_i) - λ/2 ‖w‖², kept up to date in O(1) (REF MonitorDualObjective)."""
         p = self.problem
-        return float(self._acc[2] / p.n - 0.5 * p.lam * self._acc[1])
+        st = self._state
+        return float(st.entropy_sum[0] / p.n - 0.5 * p.lam * st.w_sq[0])
 
     @property
     def sampler(self) -> crfopt.Sampler:
         return self._sampler
+
+
+class SDCAAdaptive(SDCA):
+    """SDCA with a non-uniform sampler mixed with uniform draws by ``non_uniformity`` ρ:
+    importance (∝ L_i), gap (∝ G_i), gapimp (∝ G_i L_i) or max (argmax G_i) (§3.3)."""
+
+    parameters = _parameters(_sampler_param("gap", ADAPTIVE_SAMPLERS), "edelta_refresh")
+
+    def _make_sampler(self, **extra: Any) -> crfopt.Sampler:
+        return super()._make_sampler(non_uniformity=self.params["non_uniformity"], **extra)
+
+
+class SDCAEdelta(SDCAAdaptive):
+    """SDCA with empirical-Δ sampling (VLZ15 Alg. 3) mixed with uniform draws by ρ."""
+
+    parameters = _parameters(_sampler_param("edelta", EDELTA_SAMPLERS))
+
+    def _make_sampler(self, **extra: Any) -> crfopt.Sampler:
+        return super()._make_sampler(refresh=self.params["edelta_refresh"], **extra)
 
 
 _REF = "LPL18 Alg. 1-2, §5; ALGORITHMS.md §3.1-3.3"
@@ -656,41 +736,49 @@ _REF = "LPL18 Alg. 1-2, §5; ALGORITHMS.md §3.1-3.3"
 
 @crfopt.hookimpl
 def crfopt_register_optimizers() -> list[crfopt.OptimizerSpec]:
-    def spec(name: str, summary: str, **defaults: object) -> crfopt.OptimizerSpec:
-        return crfopt.OptimizerSpec(name, SDCA, defaults=defaults, summary=summary, reference=_REF)
+    def spec(name: str, cls: type[SDCA], summary: str, **defaults: object) -> crfopt.OptimizerSpec:
+        return crfopt.OptimizerSpec(name, cls, defaults=defaults, summary=summary, reference=_REF)
 
     return [
-        spec("sdca", "SDCA, uniform sampling, Newton line search", sampler="uniform"),
+        spec("sdca", SDCA, "SDCA, uniform sampling, Newton line search", sampler="uniform"),
         spec(
-            "sdca-perm", "SDCA, a fresh permutation every epoch (SSZ13 §6)", sampler="permutation"
+            "sdca-perm",
+            SDCA,
+            "SDCA, a fresh permutation every epoch (SSZ13 §6)",
+            sampler="permutation",
         ),
-        spec("sdca-cyclic", "SDCA, one fixed random order (SSZ13 §8.5)", sampler="cyclic"),
+        spec("sdca-cyclic", SDCA, "SDCA, one fixed random order (SSZ13 §8.5)", sampler="cyclic"),
         spec(
             "sdca-importance",
+            SDCAAdaptive,
             "SDCA, sampling ∝ smoothness bounds L_i (ρ = 0.8)",
             sampler="importance",
             non_uniformity=0.8,
         ),
         spec(
             "sdca-gap",
+            SDCAAdaptive,
             "SDCA, sampling ∝ stale duality gaps (ρ = 0.8) (LPL18)",
             sampler="gap",
             non_uniformity=0.8,
         ),
         spec(
             "sdca-gapimp",
+            SDCAAdaptive,
             "SDCA, sampling ∝ gap × L_i (ρ = 0.8) (LPL18 App. F)",
             sampler="gapimp",
             non_uniformity=0.8,
         ),
         spec(
             "sdca-max",
+            SDCAAdaptive,
             "SDCA, the largest stale gap (ρ = 0.8) (Dünner et al. 2017)",
             sampler="max",
             non_uniformity=0.8,
         ),
         spec(
             "sdca-edelta",
+            SDCAEdelta,
             "SDCA, empirical-Δ sampling (ρ = 0.5) (VLZ15 Alg. 3)",
             sampler="edelta",
             non_uniformity=0.5,

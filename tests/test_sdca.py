@@ -91,13 +91,12 @@ def test_line_search_derivatives_match_finite_differences(small, i):
 @pytest.mark.parametrize("i", [1, 5])
 def test_newton_step_maximizes_the_block_objective(small, i):
     sc, T, K, a, b, lam_n = _block_state(small, i)
-    out = np.zeros(2)
     d0 = S._derivatives(0.0, sc, T, K, lam_n * a)[0]
-    gamma = S._newton_line_search(0.5, 1e-8, 100, d0, lam_n * a, sc, T, K, out)
+    gamma, evals, capped = S._newton_line_search(0.5, 1e-8, 100, d0, lam_n * a, sc, T, K)
     grid = np.linspace(0.0, 1.0, 4001)
     best = grid[int(np.argmax([S._block_value(g, a, b, lam_n, sc, T, K) for g in grid]))]
     assert abs(gamma - best) <= 2.5e-4
-    assert 1 <= out[0] < 20 and out[1] == 0
+    assert 1 <= evals < 20 and not capped
 
 
 @pytest.mark.parametrize("name", ["sdca", "sdca-gap"])
@@ -162,7 +161,7 @@ def test_gap_estimate_is_the_mean_stale_gap(small):
         opt = spec.create(p, seed=0, overrides={"initial_gap": 100.0})
     assert opt.gap_estimate() == pytest.approx(100.0)
     opt.run_block(5)
-    visited = np.count_nonzero(opt._G != 100.0)
+    visited = np.count_nonzero(opt._state.gaps != 100.0)
     assert opt.gap_estimate() >= 100.0 * (p.n - visited) / p.n
 
 
@@ -204,3 +203,97 @@ def test_dense_problem(small_dense):
     p = small_dense.with_lam(small_dense.lam)
     res = crfopt.run(p, "sdca-gap", budget=crfopt.Budget(passes=60), checkpoints="every:10")
     assert res.trace["duality_gap"].iloc[-1] < 1e-6
+
+
+_COMMON = {
+    "sampler",
+    "initial_gap",
+    "sub_precision",
+    "line_search",
+    "fixed_step",
+    "start",
+    "max_line_search",
+    "init",
+    "init_score",
+    "init_epsilon",
+    "tolerance",
+    "refresh_period",
+    "dtype",
+}
+# ρ mixes a non-uniform part into the draw (crfopt.samplers): meaningless for the uniform
+# family; only the empirical-Δ sampler has a tree refresh policy.
+_PER_VARIANT = {
+    "sdca": _COMMON,
+    "sdca-perm": _COMMON,
+    "sdca-cyclic": _COMMON,
+    "sdca-importance": _COMMON | {"non_uniformity"},
+    "sdca-gap": _COMMON | {"non_uniformity"},
+    "sdca-gapimp": _COMMON | {"non_uniformity"},
+    "sdca-max": _COMMON | {"non_uniformity"},
+    "sdca-edelta": _COMMON | {"non_uniformity", "edelta_refresh"},
+}
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_each_variant_declares_only_parameters_that_act_on_it(small, name):
+    spec = crfopt.get_registry().optimizer(name)
+    assert set(spec.parameters()) == _PER_VARIANT[name]
+    for extra in sorted({"non_uniformity", "edelta_refresh"} - _PER_VARIANT[name]):
+        with pytest.raises(crfopt.ParameterError, match=rf"'{extra}'.*valid parameters: ") as e:
+            spec.resolve({extra: 0.5 if extra == "non_uniformity" else "immediate"})
+        assert "initial_gap" in str(e.value)  # the message lists the valid ones
+
+
+def test_a_variant_keeps_its_sampler_family():
+    reg = crfopt.get_registry()
+    assert reg.optimizer("sdca-gap").resolve({"sampler": "gapimp"})["sampler"] == "gapimp"
+    with pytest.raises(crfopt.ParameterError, match="uniform, permutation, cyclic"):
+        reg.optimizer("sdca").resolve({"sampler": "gap"})
+
+
+def test_string_options_are_the_enum_members():
+    assert S.LINE_SEARCHES == ("newton", "golden", "fixed", "theory")
+    assert [S.StepRule[x.upper()].name.lower() for x in S.LINE_SEARCHES] == list(S.LINE_SEARCHES)
+    assert len(set(S.StepRule)) == 4  # theory is a rule of its own, not a code shared with fixed
+    assert S.STARTS == ("half", "previous", "chord")
+
+
+def test_theory_rule_takes_the_step_of_the_convergence_theorem(small):
+    """γ = (1 + R/(λn))⁻¹ with R = max_i R_i (LPL18 App. F Thm. 1, SSZ13), the radii of
+    §1.7 (checked against their definition in the problem's own tests)."""
+    p = small.with_lam(small.lam)
+    R = p.radii()
+    gamma = 1.0 / (1.0 + R.max() / (p.lam * p.n))
+    spec = crfopt.get_registry().optimizer("sdca")
+    with p.initialization():
+        opt = spec.create(p, seed=0, overrides={"line_search": "theory"})
+    w0 = opt.w.copy()
+    opt.run_block(7)
+    visited = opt._state.last_step != 0.5
+    assert visited.any() and np.all(opt._state.last_step[visited] == gamma)
+    assert 0.0 < gamma < 0.5
+    assert not np.array_equal(opt.w, w0)
+    # the dual stays consistent with w = ŵ(μ) under the fixed theory step
+    np.testing.assert_allclose(opt.w, p.conjugate_weights(opt.dual_state()), atol=1e-10)
+
+
+def test_fixed_step_only_with_the_fixed_rule(small):
+    p = small.with_lam(small.lam)
+    spec = crfopt.get_registry().optimizer("sdca")
+    for rule in ("newton", "golden", "theory"):
+        with (
+            pytest.raises(crfopt.ParameterError, match=r"fixed_step.*line_search='fixed'"),
+            p.initialization(),
+        ):
+            spec.create(p, seed=0, overrides={"line_search": rule, "fixed_step": 0.3})
+    with p.initialization():
+        opt = spec.create(p, seed=0, overrides={"line_search": "fixed"})
+    opt.run_block(3)
+    assert np.all(opt._state.last_step == 0.5)  # unset fixed_step means 0.5
+    with p.initialization():
+        opt = spec.create(p, seed=0, overrides={"line_search": "fixed", "fixed_step": 0.25})
+    opt.run_block(3)
+    assert (
+        np.all(np.isin(opt._state.last_step, [0.25, 0.5]))
+        and (opt._state.last_step == 0.25).sum() >= 1
+    )
