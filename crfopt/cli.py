@@ -1,6 +1,10 @@
 """The ``crfopt`` command line (DESIGN.md "Public surface").
 
-Usage errors exit with status 2 and say what was wrong and what the valid choices are.
+Exit codes, the same for every command (each command's ``--help`` lists its own):
+0 success; 1 the command ran but its work failed (a run failed or diverged in
+``compare``, training failed, a file could not be fetched, results could not be written)
+or an unexpected error; 2 usage or input error, saying what was wrong and what the valid
+choices are; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -117,6 +121,30 @@ def load_problem_cli(reg: Registry, name: str, params: dict[str, Any]):
         raise click.UsageError(str(exc)) from None
 
 
+def exit_codes(*failures: str) -> str:
+    """The "Exit codes" epilog of a command; ``failures`` say when it exits 1.
+
+    ``\\b`` keeps click from re-wrapping the lines into one paragraph.
+    """
+    ones = [*failures, "an unexpected error (a Python traceback is printed)"]
+    lines = ["Exit codes:", "0    success"]
+    lines += [f"1    {text}" for text in ones]
+    lines += ["2    usage or input error (the message says what and the valid choices)"]
+    lines += ["130  interrupted (Ctrl-C)"]
+    return "\b\n" + "\n".join(lines)
+
+
+class CrfoptGroup(click.Group):
+    """The command group; Ctrl-C in any command exits 130 (click's own default is 1)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            err_console.print("[yellow]interrupted[/]")
+            raise click.exceptions.Exit(130) from None
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
@@ -125,13 +153,17 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"  # pragma: no cover
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=CrfoptGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=exit_codes("the command's work failed (see each command's --help)"),
+)
 @click.version_option(__version__, prog_name="crfopt")
 def main() -> None:
     """Train linear-chain CRFs and compare their optimizers on equal terms."""
 
 
-@main.command("list")
+@main.command("list", epilog=exit_codes())
 @click.argument("what", type=click.Choice(["optimizers", "problems", "all"]), default="all")
 @plugin_dir_option
 def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
@@ -163,7 +195,7 @@ def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
         console.print(table)
 
 
-@main.command("info")
+@main.command("info", epilog=exit_codes())
 @click.option("--problem", "problem_name", required=True, help="Problem name or corpus path.")
 @click.option("--set", "sets", multiple=True, help="Problem parameter, e.g. synthetic.n=500.")
 @corpus_options
@@ -367,15 +399,20 @@ class RichReporter:
 
 def summary_table(table: Any) -> Table:
     """Final row of every run: the table printed at the end of ``compare``."""
-    out = Table(title="comparison summary (last checkpoint of every run)")
+    out = Table(
+        title="comparison summary (last checkpoint of every run)",
+        caption="passes, oracle calls, time: the iterations; init: the optimizer's setup() work",
+    )
     cols = {
         "problem": "problem",
         "optimizer": "optimizer",
         "seed": "seed",
         "status": "status",
         "effective_passes": "passes",
+        "init_passes": "init passes",
         "oracle_calls": "oracle calls",
         "time_s": "time (s)",
+        "init_time_s": "init (s)",
         "suboptimality": "P(w) - P*",
         "duality_gap": "duality gap",
         "test_error": "test error",
@@ -407,7 +444,14 @@ def _csv_ints(text: str) -> list[int]:
         raise click.BadParameter(f"{text!r}: expected comma-separated integers") from None
 
 
-@main.command("compare")
+@main.command(
+    "compare",
+    epilog=exit_codes(
+        "a run of the grid failed or diverged (named in the summary), unless\n"
+        "     --allow-failures; runs kept from earlier invocations count too",
+        "results cannot be written (runs finished before are kept)",
+    ),
+)
 @config_option
 @click.option(
     "--problem", "problems", required=True, help="Problem name(s) or corpus path, comma-separated."
@@ -449,6 +493,11 @@ def _csv_ints(text: str) -> list[int]:
 @click.option("--no-optimum", is_flag=True, help="Do not compute P* (no sub-optimality column).")
 @click.option("--retry-failed", is_flag=True, help="Rerun runs stored with status 'failed'.")
 @click.option(
+    "--allow-failures",
+    is_flag=True,
+    help="Exit 0 even when runs failed or diverged (they are still named in the summary).",
+)
+@click.option(
     "--timeout",
     type=click.FloatRange(min=0, min_open=True),
     default=None,
@@ -475,6 +524,7 @@ def compare_cmd(
     scheduler: str | None,
     no_optimum: bool,
     retry_failed: bool,
+    allow_failures: bool,
     timeout: float | None,
     quiet: bool,
     columns: str | None,
@@ -485,9 +535,12 @@ def compare_cmd(
 ) -> None:
     """Run a grid of problems × optimizers × seeds and store every trace.
 
-    Runs already in --out are kept and not rerun; Ctrl-C keeps finished runs.
+    Runs already in --out are kept and not rerun; Ctrl-C keeps finished runs. In the
+    summary, passes, oracle calls and time count the optimizers' iterations (the budget
+    too); "init passes" and "init (s)" are the work of each optimizer's setup(), which
+    `crfopt report` adds to its axes.
     """
-    from .compare import compare, split_list
+    from .compare import compare, split_list, unsuccessful_runs
     from .optimizer import ParameterError
     from .runner import Budget
 
@@ -559,9 +612,21 @@ def compare_cmd(
         sys.exit(1)
     console.print(summary_table(table))
     console.print(f"{table['run_id'].nunique()} runs, {len(table)} rows in {out}")
+    bad = unsuccessful_runs(table)
+    if len(bad):
+        verdict = "allowed by --allow-failures" if allow_failures else "exit status 1"
+        err_console.print(f"[red]{len(bad)} run(s) failed or diverged[/] ({verdict}):")
+        for _, r in bad.iterrows():
+            err_console.print(
+                f"  {r['status']:>8s} {escape(str(r['problem']))} · "
+                f"{escape(str(r['optimizer']))} · seed {r['seed']} (run {r['run_id']}): "
+                f"{escape(str(r['error']))}"
+            )
+        if not allow_failures:
+            sys.exit(1)
 
 
-@main.command("optimum")
+@main.command("optimum", epilog=exit_codes())
 @click.option("--problem", "problem_name", required=True, help="Problem name or corpus path.")
 @click.option("--set", "sets", multiple=True, help="Problem parameter, e.g. synthetic.n=500.")
 @click.option("--recompute", is_flag=True, help="Ignore the cached value.")
@@ -600,7 +665,10 @@ def optimum_cmd(
     console.print(table)
 
 
-@main.command("fetch")
+@main.command(
+    "fetch",
+    epilog=exit_codes("a file could not be found, downloaded or verified (the others are done)"),
+)
 @click.argument("names", nargs=-1)
 @click.option("--all", "fetch_all", is_flag=True, help="Every registered problem's files.")
 @click.option("--force", is_flag=True, help="Download again even if the file is cached.")
@@ -658,7 +726,7 @@ def fetch_cmd(
         sys.exit(1)
 
 
-@main.command("report")
+@main.command("report", epilog=exit_codes())
 @click.argument("results", type=click.Path(exists=True))
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option(
@@ -669,20 +737,31 @@ def fetch_cmd(
     help="Figure formats, comma-separated (png, svg, pdf).",
 )
 @click.option("--title", default=None, help="Title of the report.")
-def report_cmd(results: str, out: str, formats: str, title: str | None) -> None:
+@click.option(
+    "--init-offset/--no-init-offset",
+    default=True,
+    show_default=True,
+    help="Add each optimizer's setup() work to the passes, oracle-call and seconds axes "
+    "(curves start where it ended, marked ◇) and to the table; off: iterations only.",
+)
+def report_cmd(results: str, out: str, formats: str, title: str | None, init_offset: bool) -> None:
     """Figures, a Markdown summary and a self-contained HTML page from RESULTS."""
     from .report import make_report
 
     try:
         rep = make_report(
-            results, out, formats=[f.strip() for f in formats.split(",") if f.strip()], title=title
+            results,
+            out,
+            formats=[f.strip() for f in formats.split(",") if f.strip()],
+            title=title,
+            init_offset=init_offset,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     console.print(f"{len(rep.figures)} figures, {rep.markdown} and {rep.html}")
 
 
-@main.command("train")
+@main.command("train", epilog=exit_codes("training failed or diverged (no model is saved)"))
 @click.option("--problem", "problem_name", required=True, help="Problem name or corpus path.")
 @click.option("--optimizer", default="sdca-gap", show_default=True, help="Optimizer variant.")
 @click.option(
@@ -852,7 +931,7 @@ def with_input_options(func: Any) -> Any:
     return func
 
 
-@main.command("tag")
+@main.command("tag", epilog=exit_codes())
 @with_input_options
 @click.option(
     "--out",
@@ -883,7 +962,7 @@ def tag_cmd(
         write_tagged(input_path, fmt, predictions, out, label=label, encoding=encoding)
 
 
-@main.command("evaluate")
+@main.command("evaluate", epilog=exit_codes())
 @with_input_options
 @click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON.")
 def evaluate_cmd(

@@ -31,6 +31,9 @@ from .runner import Budget, Schedule, run
 
 BACKENDS = ("serial", "joblib", "dask")
 
+#: Final statuses that make ``crfopt compare`` exit 1 (unless ``--allow-failures``).
+UNSUCCESSFUL = ("failed", "diverged")
+
 _SPEC_RE = re.compile(r"^\s*([a-z][a-z0-9*-]*)\s*(?:\[(.*)\])?\s*$")
 
 
@@ -586,3 +589,31 @@ def compare(
             if reporter is not None:
                 reporter.finished(summary)
     return read_results(plan.out_dir, run_ids={t.run_id for t in plan.tasks})
+
+
+def unsuccessful_runs(table: pd.DataFrame) -> pd.DataFrame:
+    """The runs of a comparison table whose last checkpoint is ``failed`` or ``diverged``.
+
+    One row per such run: ``run_id``, ``problem``, ``optimizer``, ``seed``, ``status`` and
+    ``error`` (the exception of a failed run from its metadata; for a diverged run, what
+    diverging means here). Runs kept from earlier invocations count too: the table is
+    the whole grid.
+    """
+    cols = ["run_id", "problem", "optimizer", "seed", "status", "error"]
+    if len(table) == 0:
+        return pd.DataFrame(columns=cols)
+    last = table.sort_values("checkpoint").groupby("run_id", sort=False).tail(1)
+    bad = last[last["status"].isin(UNSUCCESSFUL)].sort_values(["problem", "optimizer", "seed"])
+    runs = table.attrs.get("runs", {})
+
+    def error(r: pd.Series) -> str:
+        meta = runs.get(r["run_id"]) or {}
+        if meta.get("error_summary"):
+            return str(meta["error_summary"])
+        if r["status"] == "diverged":
+            return "non-finite weights or objective at a checkpoint"
+        return "unknown error"
+
+    out = bad[cols[:-1]].reset_index(drop=True)
+    out["error"] = [error(r) for _, r in bad.iterrows()]
+    return out

@@ -13,6 +13,17 @@ the results:
   1e-4, 1e-6 relative sub-optimality (median over seeds) and the final test error; the
   HTML page embeds every figure, so it is one self-contained file.
 
+Initialization work. An optimizer's ``setup()`` work (a dual initialization, a warm start)
+is stored per run in the ``init_*`` columns and is not part of ``effective_passes``,
+``oracle_calls`` or ``time_s``, which count the iterations. With ``init_offset=True`` (the
+default; ``--no-init-offset`` turns it off) the report charges it: the passes axis is
+``init_passes + effective_passes``, the oracle-call axis ``init_oracle_calls +
+oracle_calls``, the seconds axis ``init_time_s + time_s``, so a curve starts where its
+initialization ended, marked with a diamond; the update axis is not shifted (setup() makes
+no counted updates). The summary table's passes / oracle calls / seconds are read on the
+same axes, and its ``init passes`` column shows the work either way. Unknown init work
+(null, e.g. files from before it was stored) shifts by nothing.
+
 Colours are assigned to optimizers once, from the sorted list of all optimizer names in
 the results, so an optimizer has the same colour in every figure.
 """
@@ -43,6 +54,19 @@ AXES = {
     "time_s": "optimizer time (s)",
 }
 
+#: axis column → the init_* column added to it when the offset is on
+INIT_SHIFT = {
+    "effective_passes": "init_passes",
+    "oracle_calls": "init_oracle_calls",
+    "time_s": "init_time_s",
+}
+
+
+def axis_label(axis: str, init_offset: bool) -> str:
+    """The label of an axis, saying whether it includes the initialization work."""
+    label = AXES[axis]
+    return f"{label}, init + iterations" if init_offset and axis in INIT_SHIFT else label
+
 
 @dataclass
 class Report:
@@ -53,6 +77,21 @@ class Report:
     summary: pd.DataFrame = field(default_factory=pd.DataFrame)
     markdown: Path | None = None
     html: Path | None = None
+
+
+def plot_frame(frame: pd.DataFrame, init_offset: bool = True) -> pd.DataFrame:
+    """The results as the report plots and tabulates them (see the module docstring).
+
+    Float columns, P(0) from the run metadata, relative sub-optimality and gap; with
+    ``init_offset`` the passes, oracle-call and seconds columns include each run's
+    initialization work. ``iteration_passes`` always holds the iterations' passes alone.
+    """
+    df = _prepare(frame)
+    df["iteration_passes"] = df["effective_passes"]
+    if init_offset:
+        for axis, init in INIT_SHIFT.items():
+            df[axis] = df[axis] + df[init].fillna(0.0)
+    return df
 
 
 def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
@@ -71,7 +110,16 @@ def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
         "test_error",
     ):
         df[col] = df[col].astype(float)
-    for col in ("oracle_calls", "updates", "iterations", "forward_calls"):
+    for col in (
+        "oracle_calls",
+        "updates",
+        "iterations",
+        "forward_calls",
+        "init_oracle_calls",
+        "init_forward_calls",
+        "init_passes",
+        "init_time_s",
+    ):
         df[col] = df[col].astype(float)
     p0 = df["run_id"].map(lambda r: (runs.get(r) or {}).get("P0"))
     df["P0"] = p0.astype(float)
@@ -149,6 +197,32 @@ def _band(
     return hidden
 
 
+def _init_marker(ax: Any, sub: pd.DataFrame, x: str, y: str, color: Any, log: bool) -> bool:
+    """A diamond where a curve starts after initialization work (median over seeds).
+
+    Only on shifted axes, and only for runs whose setup() did counted work; returns
+    whether a marker was drawn.
+    """
+    if x not in INIT_SHIFT:
+        return False
+    first = sub[(sub["checkpoint"] == 0) & (sub["init_passes"] > 0)]
+    if log:
+        first = first[first[y] > 0]
+    if first.empty:
+        return False
+    ax.plot(
+        [float(first[x].median())],
+        [float(first[y].median())],
+        marker="D",
+        ms=6,
+        mfc="none",
+        mec=color,
+        mew=1.5,
+        ls="none",
+    )
+    return True
+
+
 def _save(fig: Any, out_dir: Path, stem: str, formats: Sequence[str]) -> list[Path]:
     paths = []
     for fmt in formats:
@@ -170,15 +244,22 @@ def _first_reach(run: pd.DataFrame, threshold: float, axis: str) -> float:
 
 
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Per problem and optimizer: effort to reach each threshold, final test error."""
+    """Per problem and optimizer: effort to reach each threshold, final test error.
+
+    ``df`` is a :func:`plot_frame`: the efforts are read on its axes, so they include
+    the initialization work when it was made with ``init_offset=True``.
+    """
     rows = []
     for (problem, opt), grp in df.groupby(["problem", "optimizer"], sort=True):
+        runs = [r.sort_values("checkpoint") for _, r in grp.groupby("run_id")]
+        init = [float(r["init_passes"].iloc[0]) for r in runs]
         row: dict[str, Any] = {
             "problem": problem,
             "optimizer": opt,
             "seeds": grp["run_id"].nunique(),
+            # null when a run's init work is unknown (files from before it was stored)
+            "init passes": math.nan if any(map(math.isnan, init)) else float(np.median(init)),
         }
-        runs = [r.sort_values("checkpoint") for _, r in grp.groupby("run_id")]
         for thr in THRESHOLDS:
             for axis, label in (
                 ("effective_passes", "passes"),
@@ -210,6 +291,27 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def init_note(table: pd.DataFrame, init_offset: bool) -> str:
+    """One sentence saying what the passes / oracle-call / seconds axes include."""
+    with_init = table[table["init passes"].fillna(0.0) > 0]
+    which = ", ".join(
+        f"{r['optimizer']} ({_fmt(float(r['init passes']))})" for _, r in with_init.iterrows()
+    )
+    if init_offset:
+        text = (
+            "Passes, oracle calls and seconds (axes and table) include each optimizer's "
+            "initialization work (setup()), so curves start where it ended (◇)"
+        )
+    else:
+        text = (
+            "Passes, oracle calls and seconds (axes and table) count the optimizers' "
+            "iterations only; initialization work (setup()) is left off them"
+        )
+    if which:
+        return f"{text}. Initialization work in passes: {which}."
+    return f"{text}. No optimizer here did initialization work."
+
+
 def to_markdown(table: pd.DataFrame) -> str:
     cols = list(table.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -224,8 +326,13 @@ def make_report(
     *,
     formats: Sequence[str] = ("png", "svg"),
     title: str | None = None,
+    init_offset: bool = True,
 ) -> Report:
-    """Figures, a Markdown summary and a self-contained HTML page for a results folder."""
+    """Figures, a Markdown summary and a self-contained HTML page for a results folder.
+
+    With ``init_offset`` (default) the passes, oracle-call and seconds axes and the
+    table's efforts include each optimizer's initialization work (module docstring).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -240,7 +347,7 @@ def make_report(
         raise ValueError(f"unknown figure formats {bad}; use png, svg, pdf")
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    df = _prepare(frame)
+    df = plot_frame(frame, init_offset)
     colors = palette_for(df["optimizer"].unique())
     styles = linestyles_for(df["optimizer"].unique())
     sns.set_theme(style="whitegrid", context="notebook")
@@ -254,11 +361,13 @@ def make_report(
         if pdf["relative_suboptimality"].notna().any():
             fig, axes = plt.subplots(1, 4, figsize=(17, 4.2), sharey=True)
             hidden = 0
-            for ax, (x, xlabel) in zip(axes, AXES.items()):
+            marked = False
+            for ax, x in zip(axes, AXES):
                 for opt in opts:
+                    sub = pdf[pdf["optimizer"] == opt]
                     hidden += _band(
                         ax,
-                        pdf[pdf["optimizer"] == opt],
+                        sub,
                         x,
                         "relative_suboptimality",
                         colors[opt],
@@ -266,8 +375,12 @@ def make_report(
                         log=True,
                         ls=styles[opt],
                     )
+                    if init_offset:
+                        marked |= _init_marker(
+                            ax, sub, x, "relative_suboptimality", colors[opt], log=True
+                        )
                 ax.set_yscale("log")
-                ax.set_xlabel(xlabel)
+                ax.set_xlabel(axis_label(x, init_offset))
             axes[0].set_ylabel("(P(w) − P*) / P(0)")
             _legend_outside(fig, axes[-1])
             note = (
@@ -275,6 +388,8 @@ def make_report(
                 if hidden
                 else ""
             )
+            if marked:
+                note += "; ◇ = start after initialization work"
             fig.suptitle(f"{problem}: relative primal sub-optimality{note}", fontsize=11)
             report.figures += _save(fig, out_dir, f"{problem}-suboptimality", formats)
             parts.append(f'<img alt="sub-optimality" src="data:image/png;base64,{_png_b64(fig)}">')
@@ -295,6 +410,10 @@ def make_report(
                     f"{opt} true gap",
                     log=True,
                 )
+                if init_offset:
+                    _init_marker(
+                        axes[0], sub, "effective_passes", "relative_gap", colors[opt], True
+                    )
                 est = sub.assign(relative_est=sub["gap_estimate"] / sub["P0"])
                 g = est.groupby("effective_passes")["relative_est"].median()
                 g = g[g > 0]
@@ -303,7 +422,7 @@ def make_report(
                 )
                 _band(
                     axes[1],
-                    sub[sub["effective_passes"] > 0],
+                    sub[sub["iteration_passes"] > 0],  # the estimate starts as a constant
                     "effective_passes",
                     "ratio",
                     colors[opt],
@@ -311,12 +430,12 @@ def make_report(
                     log=True,
                 )
             axes[0].set_yscale("log")
-            axes[0].set_xlabel("effective passes")
+            axes[0].set_xlabel(axis_label("effective_passes", init_offset))
             axes[0].set_ylabel("gap / P(0)")
             _legend_outside(fig, axes[0])
             axes[1].set_yscale("log")
             axes[1].axhspan(0.5, 2.0, color="grey", alpha=0.12, lw=0)
-            axes[1].set_xlabel("effective passes")
+            axes[1].set_xlabel(axis_label("effective_passes", init_offset))
             axes[1].set_ylabel("gap estimate / true gap")
             fig.suptitle(f"{problem}: duality gap and its estimate (band: factor 2)", fontsize=11)
             report.figures += _save(fig, out_dir, f"{problem}-gap", formats)
@@ -326,9 +445,10 @@ def make_report(
         if pdf["test_error"].notna().any():
             fig, ax = plt.subplots(figsize=(6, 4.2))
             for opt in opts:
+                sub = pdf[pdf["optimizer"] == opt]
                 _band(
                     ax,
-                    pdf[pdf["optimizer"] == opt],
+                    sub,
                     "effective_passes",
                     "test_error",
                     colors[opt],
@@ -336,11 +456,13 @@ def make_report(
                     log=False,
                     ls=styles[opt],
                 )
+                if init_offset:
+                    _init_marker(ax, sub, "effective_passes", "test_error", colors[opt], False)
             # around the final errors: they differ in the second digit, the start is ~1
             final = pdf.sort_values("checkpoint").groupby("run_id")["test_error"].last()
             if final.notna().any() and final.max() > 0:
                 ax.set_ylim(0.8 * float(final.min()), min(1.0, 3.0 * float(final.max())))
-            ax.set_xlabel("effective passes")
+            ax.set_xlabel(axis_label("effective_passes", init_offset))
             ax.set_ylabel("test error (per token)")
             _legend_outside(fig, ax)
             fig.suptitle(f"{problem}: test error", fontsize=11)
@@ -351,11 +473,14 @@ def make_report(
     table = summary_table(df)
     report.summary = table
     heading = title or "crfopt comparison report"
+    axes_note = init_note(table, init_offset)
     md = [
         f"# {heading}",
         "",
         "Effort to reach a relative primal sub-optimality (P(w) − P*)/P(0) (median over "
         "seeds; — = not reached by every seed), and the final state.",
+        "",
+        axes_note,
         "",
         to_markdown(table),
     ]
@@ -378,6 +503,7 @@ td, th {{ padding: 0.25em 0.6em; border-bottom: 1px solid #ddd; text-align: righ
 <h1>{html.escape(heading)}</h1>
 <p>Relative primal sub-optimality is (P(w) − P*)/P(0) with the certified reference optimum
 P*; duality gaps are true gaps evaluated at each checkpoint (not counted, not timed).</p>
+<p>{html.escape(axes_note)}</p>
 {table_html}
 {"".join(sections)}
 <p style="color:#777;font-size:0.8em">provenance: {html.escape(json.dumps(provenance))}</p>

@@ -28,6 +28,7 @@ class Scripted(crfopt.Optimizer):
     parameters = {
         "sleep": crfopt.Param(0.0, float, "seconds to sleep per step"),
         "raise_at": crfopt.Param(-1, int, "raise at this iteration (-1: never)"),
+        "nan_at": crfopt.Param(-1, int, "put a NaN in w at this iteration (-1: never)"),
     }
     capabilities = frozenset({"stochastic"})
 
@@ -46,6 +47,8 @@ class Scripted(crfopt.Optimizer):
         self._it += 1
         if self._it == self.params["raise_at"]:
             raise RuntimeError("scripted failure in step")
+        if self._it == self.params["nan_at"]:
+            self._w[0] = float("nan")
         if self.params["sleep"]:
             time.sleep(self.params["sleep"])
         self.count(iterations=1, updates=1)
@@ -150,7 +153,7 @@ def test_failing_plugin_leaves_other_runs_intact(tmp_path, plugin_dir):
         "--plugin-dir",
         plugin_dir,
     )
-    assert res.exit_code == 0, res.output
+    assert res.exit_code == 1, res.output  # a failed run is not a successful comparison
     assert "scripted failure in step" in res.output
     table = crfopt.read_results(out)
     final = table.groupby("optimizer")["status"].last().to_dict()
@@ -325,3 +328,58 @@ def test_sigkill_mid_grid_then_resume(tmp_path, plugin_dir):
     assert all(final[name] == mtime for name, mtime in kept.items())  # nothing recomputed
     table = crfopt.read_results(out)
     assert table.groupby("run_id")["status"].last().eq("budget").all()
+
+
+def _grid(out, plugin_dir, optimizers, *extra):
+    return invoke(
+        "compare",
+        "--problem",
+        "synthetic",
+        "--set",
+        "synthetic.n=30",
+        "--optimizers",
+        optimizers,
+        "--passes",
+        1,
+        "--out",
+        out,
+        "--plugin-dir",
+        plugin_dir,
+        "--no-optimum",
+        "--quiet",
+        *extra,
+    )
+
+
+def _failure_lines(output):
+    """The summary's lines naming runs (the progress display names failures as they happen)."""
+    return [line for line in output.splitlines() if "scripted[" in line and "(run " in line]
+
+
+def test_exit_status_1_names_the_failed_run_and_allow_failures_gives_0(tmp_path, plugin_dir):
+    res = _grid(tmp_path / "o", plugin_dir, "scripted[raise_at=5],lbfgs")
+    assert res.exit_code == 1, res.output
+    assert "1 run(s) failed or diverged" in res.output
+    named = _failure_lines(res.output)
+    assert len(named) == 1 and "failed" in named[0] and "scripted failure in step" in named[0]
+    assert "lbfgs · seed" not in res.output  # the run that finished is not named
+    # the same grid, resumed from disk without rerunning: still a failure, unless allowed
+    res = _grid(tmp_path / "o", plugin_dir, "scripted[raise_at=5],lbfgs", "--allow-failures")
+    assert res.exit_code == 0, res.output
+    assert "allowed by --allow-failures" in res.output and len(_failure_lines(res.output)) == 1
+
+
+def test_exit_status_1_for_a_diverged_run(tmp_path, plugin_dir):
+    res = _grid(tmp_path / "d", plugin_dir, "scripted[nan_at=3]")
+    assert res.exit_code == 1, res.output
+    named = _failure_lines(res.output)
+    assert len(named) == 1 and "diverged" in named[0]
+    assert crfopt.read_results(tmp_path / "d")["status"].iloc[-1] == "diverged"
+    res = _grid(tmp_path / "d", plugin_dir, "scripted[nan_at=3]", "--allow-failures")
+    assert res.exit_code == 0, res.output
+
+
+def test_exit_status_0_when_every_run_finishes(tmp_path, plugin_dir):
+    res = _grid(tmp_path / "ok", plugin_dir, "scripted,lbfgs")
+    assert res.exit_code == 0, res.output
+    assert "failed or diverged" not in res.output
