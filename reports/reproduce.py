@@ -4,6 +4,7 @@
     python reports/reproduce.py --only ocr ner  # some problems
     python reports/reproduce.py --figures-only  # redraw from the stored runs
     python reports/reproduce.py --list          # the grids and their sizes
+    python reports/reproduce.py --figures-only --no-init-offset  # iterations-only axes
 
 Every run is stored as one Parquet file under ``reports/results/<problem>/`` (not
 committed); a rerun keeps what is stored and computes only the missing runs, so an
@@ -14,6 +15,13 @@ default ``sdca-gap`` of E2, E3 and E6) is computed once.
 The budgets are scaled down from the papers' (50–100 passes, several seeds) to what two
 cores do in about two hours; each grid says how. Figures go to ``reports/figures/`` and
 the numbers quoted in ``reports/README.md`` to ``reports/numbers.md``.
+
+Axes, as in ``crfopt report``: by default (``--init-offset``) the passes and oracle-call
+axes of every table and figure include each optimizer's initialization work (the
+``init_*`` columns: SDCA's and OEG's `gibbs` dual initialization is one ``oracle_scores``
+pass), so "P−P* @5 passes" is read after 5 passes of work in all. ``--no-init-offset``
+reads them on the iterations alone, the papers' convention (ALGORITHMS.md §2).
+``numbers.md`` says which one it used and lists every optimizer's init passes.
 """
 
 from __future__ import annotations
@@ -152,13 +160,30 @@ def run_grids(names: list[str]) -> None:
 # ----------------------------------------------------------------------------- numbers
 
 
-def load(name: str) -> pd.DataFrame:
+#: axis column → the init_* column that ``--init-offset`` adds to it (updates: none)
+INIT_SHIFT = {
+    "effective_passes": "init_passes",
+    "oracle_calls": "init_oracle_calls",
+    "time_s": "init_time_s",
+}
+
+
+def load(name: str, init_offset: bool = True) -> pd.DataFrame:
+    """One grid's runs; with ``init_offset`` the axes include initialization work.
+
+    ``iteration_oracle_calls`` keeps the iterations' own oracle calls for the counting
+    table; unknown init work (null) shifts by nothing.
+    """
     path = RESULTS / name
     if not path.exists():
         return pd.DataFrame()
     df = crfopt.read_results(path)
     runs = df.attrs["runs"]
     df = df.sort_values(["optimizer", "seed", "checkpoint"]).reset_index(drop=True)
+    df["iteration_oracle_calls"] = df["oracle_calls"]
+    if init_offset:
+        for axis, init in INIT_SHIFT.items():
+            df[axis] = df[axis].astype(float) + df[init].astype(float).fillna(0.0)
     df["subopt"] = df["suboptimality"]
     df["P0"] = df["run_id"].map(lambda r: runs[r]["P0"])
     df["n"] = df["run_id"].map(lambda r: runs[r]["n"])
@@ -229,16 +254,18 @@ def numbers_table(df: pd.DataFrame, opts: list[str], passes: list[float]) -> lis
     n = int(df["n"].iloc[0]) if "n" in df else None
     p0 = float(df["P0"].iloc[0])
     head = (
-        "| optimizer | "
+        "| optimizer | init passes | "
         + " | ".join(f"P−P* @{p:g} passes" for p in passes)
         + " | passes to 1e-3·P(0) | updates/n to 1e-3·P(0) | oracle calls/n to 1e-3·P(0) "
         "| final test error |"
     )
-    lines = [head, "|" + "---|" * (len(passes) + 5)]
+    lines = [head, "|" + "---|" * (len(passes) + 6)]
     for opt in opts:
         if opt not in set(df["optimizer"]):
             continue
-        row = [fmt(at(df, opt, "subopt", p)) for p in passes]
+        init = df.loc[df["optimizer"] == opt, "init_passes"].astype(float)
+        row = [fmt(float(init.median())) if init.notna().all() else "—"]
+        row += [fmt(at(df, opt, "subopt", p)) for p in passes]
         thr = 1e-3 * p0
         row.append(fmt(reach(df, opt, thr)))
         u = reach(df, opt, thr, axis="updates")
@@ -315,7 +342,7 @@ def counting_lines(df: pd.DataFrame) -> list[str]:
         first = fw.iloc[:k].sum() / max(it.iloc[:k].sum(), 1)
         tail = fw.iloc[-k:].sum() / max(it.iloc[-k:].sum(), 1)
         lines.append(
-            f"| {opt} | {last['oracle_calls'] / last['iterations']:.3f} | "
+            f"| {opt} | {last['iteration_oracle_calls'] / last['iterations']:.3f} | "
             f"{last['updates'] / last['iterations']:.3f} | {first:.3f} → {tail:.3f} |"
         )
     return lines
@@ -355,6 +382,7 @@ def figure(
     axes: tuple[str, ...] = ("effective_passes",),
     y: str = "subopt",
     style: dict[str, tuple[int, str]] | None = None,
+    init_offset: bool = True,
 ) -> Path | None:
     """One PNG; ``style`` maps an optimizer to (tab10 colour index, line style)."""
     import matplotlib
@@ -372,6 +400,8 @@ def figure(
         "oracle_calls": "oracle calls / n",
         "time_s": "optimizer seconds",
     }
+    if init_offset:
+        labels = {k: f"{v}, init + iterations" if k in INIT_SHIFT else v for k, v in labels.items()}
     colors, styles = _styles(opts)
     if style:
         import seaborn as sns
@@ -425,16 +455,27 @@ def figure(
     return path
 
 
-def make_outputs() -> None:
+def make_outputs(init_offset: bool = True) -> None:
+    axes = (
+        "Passes and oracle calls include each optimizer's initialization work "
+        "(`init passes`; `--init-offset`, the default)."
+        if init_offset
+        else "Passes and oracle calls count the iterations only; initialization work "
+        "(`init passes`) is left off them (`--no-init-offset`)."
+    )
     out = [
         "# Numbers behind reports/README.md",
         "",
         f"Generated by `python reports/reproduce.py` on {time.strftime('%Y-%m-%d')}; "
-        "P−P* is absolute, P* the certified optimum of `crfopt optimum`.",
+        "P−P* is absolute, P* the certified optimum of `crfopt optimum`. " + axes,
         "",
     ]
+
+    def draw(*args, **kwargs) -> Path | None:
+        return figure(*args, init_offset=init_offset, **kwargs)
+
     for name, grid in GRIDS.items():
-        df = load(name)
+        df = load(name, init_offset)
         if df.empty:
             out += [f"## {name}", "", "(not run)", ""]
             continue
@@ -452,22 +493,22 @@ def make_outputs() -> None:
         out += [*gap_lines(df, sorted(df["optimizer"].unique()), passes), ""]
         out += [*counting_lines(df), ""]
         main = [o for o in MAIN if o != "lbfgs"]
-        figure(
+        draw(
             df,
             [*main, "lbfgs"],
             f"{name}-main",
             f"{name}: LPL18 Fig. 4 / 6 comparison (E6, E7)",
             axes=("oracle_calls", "updates", "effective_passes"),
         )
-        figure(df, main, f"{name}-test-error", f"{name}: test error (E8)", y="test_error")
+        draw(df, main, f"{name}-test-error", f"{name}: test error (E8)", y="test_error")
         if name == "ocr":
-            figure(
+            draw(
                 df,
                 ["sdca", "sdca-importance", "sdca-gap", "sdca-gapimp", "sdca-max"],
                 "ocr-samplers",
                 "OCR: SDCA samplers, ρ = 0.8 (E3, LPL18 Fig. 2)",
             )
-            figure(
+            draw(
                 df,
                 [
                     "sdca-gap",
@@ -479,10 +520,10 @@ def make_outputs() -> None:
                 "ocr-line-search",
                 "OCR: line search precision and start (E2)",
             )
-            figure(
+            draw(
                 df, ["sdca", "sdca-perm", "sdca-cyclic"], "ocr-order", "OCR: order of visits (E11)"
             )
-            figure(
+            draw(
                 df,
                 [f"{m}{s}" for m in ("sg", "asg", "adagrad") for s in SG_STEPS],
                 "ocr-sg-steps",
@@ -495,7 +536,7 @@ def make_outputs() -> None:
                 },
             )
         if name in ("ocr", "ner-nl", "pos-ewt"):
-            figure(
+            draw(
                 df,
                 ["sdca", "sdca-gap"],
                 f"{name}-gap-estimate",
@@ -503,7 +544,7 @@ def make_outputs() -> None:
                 y="gap_ratio",
             )
         if name in ("ocr", "conll2000", "ner-nl", "pos-ewt"):
-            figure(
+            draw(
                 df,
                 [
                     "sag",
@@ -524,7 +565,7 @@ def make_outputs() -> None:
                 f"{name}: SBA15 Fig. 2 comparison, effective passes (E9)",
             )
         if name == "ner-nl":
-            figure(
+            draw(
                 df,
                 [
                     "sdca",
@@ -537,7 +578,7 @@ def make_outputs() -> None:
                 "ner-nonuniformity",
                 "NER: non-uniformity ρ of the gap sampler (E4)",
             )
-            figure(
+            draw(
                 df,
                 ["sdca-gap", "sdca-gap[sub_precision=0.5]"],
                 "ner-line-search",
@@ -552,6 +593,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", choices=list(GRIDS), help="problems to run")
     ap.add_argument("--figures-only", action="store_true")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument(
+        "--init-offset",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="add initialization work to the passes and oracle-call axes (default: on)",
+    )
     args = ap.parse_args(argv)
     if args.list:
         for name, g in GRIDS.items():
@@ -560,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("CRFOPT_DATA", str(HERE.parent.parent / "shared" / "datasets"))
     if not args.figures_only:
         run_grids(args.only or list(GRIDS))
-    make_outputs()
+    make_outputs(args.init_offset)
     return 0
 
 
