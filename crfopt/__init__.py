@@ -11,6 +11,7 @@ from .counters import COUNTER_NAMES, Counters, CounterSnapshot
 from .estimator import CRF
 from .hookspecs import hookimpl, hookspec
 from .model import Model, ModelFormatError
+from .optim import pieces
 from .optimizer import Cost, Optimizer, OptimizerSpec, Param, ParameterError
 from .optimum import ReferenceOptimum, reference_optimum
 from .problem import (
@@ -65,6 +66,7 @@ __all__ = [
     "kernels",
     "load_problem",
     "make_synthetic",
+    "pieces",
     "prange",
     "read_results",
     "reference_optimum",

@@ -27,128 +27,230 @@ Defazio, Bach, Lacoste-Julien (2014), SAGA.
 
 from __future__ import annotations
 
-import math
-from collections import namedtuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 import crfopt
-from crfopt import jit, kernels, samplers
+from crfopt import jit, kernels, pieces, samplers
 
 VARIANTS = ("sag", "sag-nus", "sag-nus-star", "saga-nus")
-SAG, SAG_NUS, SAG_NUS_STAR, SAGA_NUS = range(4)
 
-State = namedtuple(
-    "State",
-    [
-        "u",  # (d,) weights divided by the scale s
-        "dsum",  # (d,) Σ_i stored gradient_i (d in SBA15)
-        "last",  # (A_tot + 1,) value of S when each row (last entry: transitions) caught up
-        "U",  # (N, K) stored node marginals
-        "P",  # (n, K, K) stored summed pairwise marginals
-        "Li",  # (n,) per-example Lipschitz estimates
-        "seen",  # (n,) int8
-        "good",  # (n,) int64 consecutive line searches without doubling (c_i)
-        "skip",  # (n,) int64 visits left to skip (k_i)
-        "scal",  # [s, S, L, L_max, Σ_seen L_i, m, ...]
-        "t_unseen",  # sum tree of unseen indicators (sag-nus)
-        "t_seen",  # sum tree of seen indicators (sag-nus)
-        "t_L",  # sum tree of L_i + λ over seen (sag-nus)
-        "t_max",  # max tree of L_i over seen (sag-nus-star, saga-nus)
-    ],
-)
-_S, _SUM, _L, _LMAX, _LSUM, _M = range(6)
+# a line search runs only when ‖∇ℓ_i‖² exceeds this (ALGORITHMS.md §3.4)
+_GN2_MIN = 1e-8
 
 
-# The helpers take arrays, not the State tuple: reading a tuple's array field inside a
-# loop makes numba take and release a reference to it at every access (measured 20 µs
-# per OCR iteration for the 131-row catch-up alone).
+class SAGState(NamedTuple):
+    """What SAG remembers between iterations (scalars as 1-element arrays: numba
+    namedtuples are immutable, their arrays are not)."""
+
+    w: pieces.LazyWeights  # w = s·u; d = Σ_i stored gradient_i
+    U: np.ndarray  # (N, K) stored node marginals U_i
+    P: np.ndarray  # (n, K, K) stored summed pairwise marginals P_i
+    Li: np.ndarray  # (n,) per-example Lipschitz estimates
+    seen: np.ndarray  # (n,) int8
+    good: np.ndarray  # (n,) consecutive line searches without doubling, c_i (sag-nus-star)
+    skip: np.ndarray  # (n,) visits left without a line search, k_i (sag-nus-star)
+    L: np.ndarray  # (1,) the single L of sag
+    L_max: np.ndarray  # (1,) max_i L_i, decayed (sag-nus)
+    L_sum: np.ndarray  # (1,) Σ_seen L_i
+    m: np.ndarray  # (1,) number of examples seen
+    t_unseen: np.ndarray  # sum tree of unseen indicators (sag-nus)
+    t_seen: np.ndarray  # sum tree of seen indicators (sag-nus)
+    t_L: np.ndarray  # sum tree of L_i + λ over seen (sag-nus)
+    t_max: np.ndarray  # max tree of L_i over seen (sag-nus-star, saga-nus)
 
 
-@jit(fastmath=True, inline=True)
-def _catch_up(u, dsum, last, a, K, S):
-    """Bring row a of u up to date: u_a -= d_a (S - last_a) (d_a constant since)."""
-    delta = S - last[a]
-    if delta != 0.0:
-        base = a * K
-        for k in range(K):
-            u[base + k] -= dsum[base + k] * delta
-        last[a] = S
+class Work(NamedTuple):
+    """Scratch tables of one iteration (allocated once per optimizer)."""
+
+    nodes: np.ndarray  # (T_max, K) node marginals of ν_i
+    esum: np.ndarray  # (K, K) summed pairwise marginals of ν_i
+    unary: np.ndarray  # (T_max, K) scores θ(w)
+    trans: np.ndarray  # (K, K) transition scores of w
+    E_g: np.ndarray  # (S_max, K) g = ∇ℓ_i(w) on the support
+    g_trans: np.ndarray  # (K, K)
+    E_d: np.ndarray  # (S_max, K) gdiff = E_ν F − E_{U_i,P_i} F on the support
+    d_trans: np.ndarray  # (K, K)
+    th_g: np.ndarray  # (T_max, K) scores θ(g)
+    trial: np.ndarray  # (T_max, K) line-search trial scores
+    trial_t: np.ndarray  # (K, K)
+    weights: np.ndarray  # (T_max, K) node weights for expected_emission
+    truth_t: np.ndarray  # (K, K) transition counts of y_i
 
 
-@jit(fastmath=True, inline=True)
-def _catch_up_transitions(u, dsum, last, A_tot, K, S):
-    delta = S - last[A_tot]
-    if delta != 0.0:
-        off = A_tot * K
-        for j in range(K * K):
-            u[off + j] -= dsum[off + j] * delta
-        last[A_tot] = S
+class Options(NamedTuple):
+    lam: float
+    n: int
+    leaves: int  # sum/max tree leaves
+    lazy: bool
+    L0: float  # initial_lipschitz
+    first_visit: float
+    revisit: float
+    skipping: bool
+    max_doublings: int
+    decay: float  # 2^(-1/n), the per-iteration decay of L (sag) and L_max (sag-nus)
 
 
-@jit
-def _catch_up_all(st, A_tot, K):
-    u, dsum, last = st.u, st.dsum, st.last
-    S = st.scal[_SUM]
-    for a in range(A_tot):
-        _catch_up(u, dsum, last, a, K, S)
-    _catch_up_transitions(u, dsum, last, A_tot, K, S)
+def make_work(max_len: int, max_support: int, K: int) -> Work:
+    def tk() -> np.ndarray:
+        return np.empty((max_len, K))
+
+    def kk() -> np.ndarray:
+        return np.empty((K, K))
+
+    sk = (max_support, K)
+    return Work(
+        tk(), kk(), tk(), kk(), np.empty(sk), kk(), np.empty(sk), kk(), tk(), tk(), kk(), tk(), kk()
+    )
 
 
-@jit
-def _renormalize(st, A_tot, K):
-    """Fold s into u when it gets tiny (§5.7): catch up everything, u *= s, s = 1, S = 0."""
-    _catch_up_all(st, A_tot, K)
-    s = st.scal[_S]
-    for j in range(st.u.shape[0]):
-        st.u[j] *= s
-    st.scal[_S] = 1.0
-    st.scal[_SUM] = 0.0
-    for a in range(st.last.shape[0]):
-        st.last[a] = 0.0
+# Helpers are inlined into the blocks and bind the tuples' arrays to locals before their
+# loops: a real call, or a tuple field read inside a loop, takes and releases a reference
+# to every array at each access (measured 20 µs per OCR iteration for the catch-up alone).
 
 
-@jit
-def _lipschitz_search(
-    data,
-    counters,
-    i,
-    T,
-    K,
-    f,
-    gn2,
-    L,
-    unary,
-    trans,
-    th_g,
-    g_trans,
-    trial,
-    trial_t,
-    max_doublings,
-):
-    """Smallest tried L = L₀ 2^j with ℓ_i(w - g/L) ≤ ℓ_i(w) - ‖g‖²/(2L) (§3.4).
+@jit(inline=True)
+def _visit(data, counters, st, wk, i, lazy):
+    """Catch up x_i's rows, run the oracle at w = s·u and form g and gdiff (§3.4).
 
-    Each trial is one counted forward pass. Returns (L, number of doublings).
+    Returns (ℓ_i(w), ‖g‖²); g goes to wk.E_g/g_trans, gdiff to wk.E_d/d_trans.
     """
-    # the ground truth's score is linear in the scores: score(θ - θ_g/L) = truth - truth_g/L
-    truth = kernels.truth_score(data, i, unary, trans)
-    truth_g = kernels.truth_score(data, i, th_g, g_trans)
-    for doublings in range(max_doublings + 1):
-        inv = 1.0 / L
-        for t in range(T):
-            for k in range(K):
-                trial[t, k] = unary[t, k] - th_g[t, k] * inv
+    lw = st.w
+    u = lw.u
+    if lazy:
+        pieces.catch_up_support(data, u, lw.d, lw.last, i, lw.scale[1])
+    nodes, esum, unary, trans = wk.nodes, wk.esum, wk.unary, wk.trans
+    T = pieces.scaled_scores(data, i, u, lw.scale[0], unary, trans)
+    _, f = kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum)
+    weights = wk.weights
+    gn2 = pieces.local_gradient(data, i, nodes, esum, weights, wk.truth_t, wk.E_g, wk.g_trans)
+    U, P, d_trans = st.U, st.P, wk.d_trans
+    K = data.n_labels
+    s0 = data.offsets[i]
+    for t in range(T):
         for k in range(K):
-            for l in range(K):
-                trial_t[k, l] = trans[k, l] - g_trans[k, l] * inv
-        log_z = kernels.forward_scores(data, counters, i, trial[:T], trial_t)
-        f_new = log_z - (truth - truth_g * inv)
-        if not math.isfinite(f_new):
-            raise FloatingPointError("SAG line search: non-finite objective at a trial point")
-        if f_new <= f - 0.5 * gn2 * inv:
-            return L, doublings
-        L *= 2.0
-    raise FloatingPointError("SAG line search: no sufficient decrease after 60 doublings")
+            weights[t, k] = nodes[t, k] - U[s0 + t, k]
+    kernels.expected_emission(data, i, weights, wk.E_d)
+    for k in range(K):
+        for l in range(K):
+            d_trans[k, l] = esum[k, l] - P[i, k, l]
+    return f, gn2
+
+
+@jit(inline=True)
+def _line_search(data, counters, wk, i, f, gn2, L, max_doublings):
+    """pieces.lipschitz_backtrack from L along g (θ(g) computed once, not an oracle call)."""
+    th_g = wk.th_g
+    kernels.local_scores(data, i, wk.E_g, th_g)
+    return pieces.lipschitz_backtrack(
+        data, counters, i, f, gn2, L, wk.unary, wk.trans, th_g, wk.g_trans, wk.trial,
+        wk.trial_t, max_doublings,
+    )  # fmt: skip
+
+
+@jit(inline=True)
+def _first_visit(st, i):
+    """Mark i seen: m += 1 and L_i joins Σ_seen L_i."""
+    st.seen[i] = 1
+    st.m[0] += 1.0
+    st.L_sum[0] += st.Li[i]
+
+
+@jit(inline=True)
+def _sag_update(data, st, wk, i, alpha, count, lam, lazy):
+    """d += gdiff, then w ← (1 − αλ) w − (α/count) d with the new d (§3.4)."""
+    lw = st.w
+    u, dsum = lw.u, lw.d
+    E_d, d_trans = wk.E_d, wk.d_trans
+    K = data.n_labels
+    t_off = data.n_attributes * K
+    support = data.support
+    lo, hi = kernels.support_bounds(data, i)
+    for j in range(hi - lo):
+        base = support[lo + j] * K
+        for k in range(K):
+            dsum[base + k] += E_d[j, k]
+    for k in range(K):
+        for l in range(K):
+            dsum[t_off + k * K + l] += d_trans[k, l]
+    shrink = 1.0 - alpha * lam
+    if lazy:
+        pieces.lazy_step(lw, shrink, alpha, count)
+    else:
+        coef = alpha / count
+        for j in range(u.shape[0]):
+            u[j] = shrink * u[j] - coef * dsum[j]
+
+
+@jit(inline=True)
+def _saga_update(data, st, wk, i, alpha, p_i, n, lam, lazy):
+    """w ← w − α (gdiff/(n p_i) + d/n + λ w) with d before the update, then d += gdiff (§3.7)."""
+    lw = st.w
+    u, dsum = lw.u, lw.d
+    E_d, d_trans = wk.E_d, wk.d_trans
+    K = data.n_labels
+    t_off = data.n_attributes * K
+    support = data.support
+    lo, hi = kernels.support_bounds(data, i)
+    corr = alpha / (n * p_i)
+    shrink = 1.0 - alpha * lam
+    if lazy:
+        new_s, S_new = pieces.lazy_step(lw, shrink, alpha, n)
+        # the rows about to change take the lazy d/n and λw terms first
+        pieces.catch_up_support(data, u, dsum, lw.last, i, S_new)
+        scale = corr / new_s
+    else:
+        coef = alpha / n
+        for j in range(u.shape[0]):
+            u[j] = shrink * u[j] - coef * dsum[j]
+        scale = corr
+    for j in range(hi - lo):
+        base = support[lo + j] * K
+        for k in range(K):
+            u[base + k] -= scale * E_d[j, k]
+            dsum[base + k] += E_d[j, k]
+    for k in range(K):
+        for l in range(K):
+            u[t_off + k * K + l] -= scale * d_trans[k, l]
+            dsum[t_off + k * K + l] += d_trans[k, l]
+
+
+@jit(inline=True)
+def _finish(data, counters, st, wk, i, lazy):
+    """Store ν_i as example i's memory, renormalize a tiny scale, count the iteration."""
+    U, P, nodes, esum = st.U, st.P, wk.nodes, wk.esum
+    K = data.n_labels
+    s0 = data.offsets[i]
+    for t in range(data.offsets[i + 1] - s0):
+        for k in range(K):
+            U[s0 + t, k] = nodes[t, k]
+    for k in range(K):
+        for l in range(K):
+            P[i, k, l] = esum[k, l]
+    if lazy and st.w.scale[0] < pieces.RENORMALIZE_BELOW:
+        pieces.renormalize(st.w, data.n_attributes, K)
+    counters[kernels.ITERATIONS] += 1
+    counters[kernels.UPDATES] += 1
+
+
+@jit
+def _sag_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
+    """SAG (§3.4): uniform sampling, one L searched from its 2^(-1/n)-decayed value."""
+    L, m = st.L, st.m
+    for it in range(k_iters):
+        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        f, gn2 = _visit(data, counters, st, wk, i, opts.lazy)
+        if gn2 > _GN2_MIN:
+            L_new, _ = _line_search(data, counters, wk, i, f, gn2, L[0], opts.max_doublings)
+            L[0] = L_new
+        if st.seen[i] == 0:
+            _first_visit(st, i)
+        alpha = 1.0 / (L[0] + opts.lam)
+        _sag_update(data, st, wk, i, alpha, m[0], opts.lam, opts.lazy)
+        L[0] *= opts.decay
+        _finish(data, counters, st, wk, i, opts.lazy)
+    return k_iters
 
 
 @jit(inline=True)
@@ -164,318 +266,151 @@ def _draw_sag_nus(m, t_unseen, t_seen, t_L, n, P, u1, u2):
 
 
 @jit
-def _sag_block(
-    data,
-    counters,
-    st,
-    sst,
-    u_rand,
-    k_iters,
-    variant,
-    lam,
-    n,
-    P_leaves,
-    lazy,
-    first_factor,
-    revisit_factor,
-    skipping,
-    max_doublings,
-    L0,
-    max_support,
-):
-    K = data.n_labels
-    A_tot = data.n_attributes
-    Lmax_len = data.max_len
-    u, dsum, last, U, P = st.u, st.dsum, st.last, st.U, st.P
-    Lis, seen, good, skip, scal = st.Li, st.seen, st.good, st.skip, st.scal
-    t_unseen, t_seen, t_L, t_max = st.t_unseen, st.t_seen, st.t_L, st.t_max
-    support = data.support
-    y_all = data.y
-    nodes = np.empty((Lmax_len, K))
-    unary = np.empty((Lmax_len, K))
-    trial = np.empty((Lmax_len, K))
-    th_g = np.empty((Lmax_len, K))
-    weights = np.empty((Lmax_len, K))
-    E_g = np.empty((max_support, K))
-    E_d = np.empty((max_support, K))
-    esum = np.empty((K, K))
-    trans = np.empty((K, K))
-    trial_t = np.empty((K, K))
-    g_trans = np.empty((K, K))
-    d_trans = np.empty((K, K))
-    truth_t = np.empty((K, K))
-    decay = 2.0 ** (-1.0 / n)
-    t_off = A_tot * K
+def _sag_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
+    """SAG-NUS (§3.5): SLRB13's adaptive sampling, L_i halved on a revisit then searched."""
+    Lis, L_max, L_sum, m = st.Li, st.L_max, st.L_sum, st.m
+    t_unseen, t_seen, t_L = st.t_unseen, st.t_seen, st.t_L
+    n, leaves, lam = opts.n, opts.leaves, opts.lam
     for it in range(k_iters):
-        # ---- which example (§3.4–3.7)
-        if variant == SAG_NUS:
-            i = _draw_sag_nus(
-                scal[_M], t_unseen, t_seen, t_L, n, P_leaves, u_rand[it, 0], u_rand[it, 1]
-            )
-        else:
-            i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
-        p_i = samplers.sampler_probability(sst, i) if variant == SAGA_NUS else 0.0
-        s0 = data.offsets[i]
-        T = data.offsets[i + 1] - s0
-        lo, hi = kernels.support_bounds(data, i)
-        s = scal[_S]
-        S = scal[_SUM]
-        # ---- catch up the coordinates x_i reads, then score with w = s·u
-        if lazy:
-            for j in range(hi - lo):
-                _catch_up(u, dsum, last, support[lo + j], K, S)
-            _catch_up_transitions(u, dsum, last, A_tot, K, S)
-        kernels.unary_scores(data, i, u, unary)
-        for t in range(T):
-            for k in range(K):
-                unary[t, k] *= s
-        for k in range(K):
-            for l in range(K):
-                trans[k, l] = s * u[t_off + k * K + l]
-        _, f = kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum)
-        # ---- g = ∇ℓ_i(w) = E_ν F - F(x_i, y_i) and gdiff = E_ν F - E_{U_i,P_i} F
-        for t in range(T):
-            y = y_all[s0 + t]
-            for k in range(K):
-                weights[t, k] = nodes[t, k]
-            weights[t, y] -= 1.0
-        kernels.expected_emission(data, i, weights, E_g)
-        kernels.truth_transitions(data, i, truth_t)
-        gn2 = 0.0
-        for j in range(hi - lo):
-            for k in range(K):
-                gn2 += E_g[j, k] * E_g[j, k]
-        for k in range(K):
-            for l in range(K):
-                g_trans[k, l] = esum[k, l] - truth_t[k, l]
-                gn2 += g_trans[k, l] * g_trans[k, l]
-                d_trans[k, l] = esum[k, l] - P[i, k, l]
-        for t in range(T):
-            for k in range(K):
-                weights[t, k] = nodes[t, k] - U[s0 + t, k]
-        kernels.expected_emission(data, i, weights, E_d)
-        # ---- Lipschitz estimates
-        was_seen = seen[i] != 0
-        if gn2 > 1e-8:
-            kernels.local_scores(data, i, E_g, th_g)
-        if variant == SAG:
-            if gn2 > 1e-8:
-                L, _ = _lipschitz_search(
-                    data,
-                    counters,
-                    i,
-                    T,
-                    K,
-                    f,
-                    gn2,
-                    scal[_L],
-                    unary,
-                    trans,
-                    th_g,
-                    g_trans,
-                    trial,
-                    trial_t,
-                    max_doublings,
-                )
-                scal[_L] = L
-        elif variant == SAG_NUS:
-            Li = Lis[i] * 0.5 if was_seen else Lis[i]
-            if gn2 > 1e-8:
-                Li, _ = _lipschitz_search(
-                    data,
-                    counters,
-                    i,
-                    T,
-                    K,
-                    f,
-                    gn2,
-                    Li,
-                    unary,
-                    trans,
-                    th_g,
-                    g_trans,
-                    trial,
-                    trial_t,
-                    max_doublings,
-                )
-            if was_seen:
-                scal[_LSUM] += Li - Lis[i]
-            Lis[i] = Li
-            if Li > scal[_LMAX]:
-                scal[_LMAX] = Li
-        else:  # sag-nus-star, saga-nus (§3.6)
-            if not was_seen:
-                m = scal[_M]
-                Li = first_factor * (scal[_LSUM] / m if m > 0 else L0)
-                search = True
-            elif skipping and skip[i] > 0:
-                skip[i] -= 1
-                Li = Lis[i]
-                search = False
-            else:
-                Li = revisit_factor * Lis[i]
-                search = True
-            if search and gn2 > 1e-8:
-                Li, doublings = _lipschitz_search(
-                    data,
-                    counters,
-                    i,
-                    T,
-                    K,
-                    f,
-                    gn2,
-                    Li,
-                    unary,
-                    trans,
-                    th_g,
-                    g_trans,
-                    trial,
-                    trial_t,
-                    max_doublings,
-                )
-                if skipping:
-                    if doublings == 0:
-                        good[i] += 1
-                        skip[i] = 2 ** (good[i] - 1)
-                    else:
-                        good[i] = 0
-            if was_seen:
-                scal[_LSUM] += Li - Lis[i]
-            Lis[i] = Li
-            samplers.maxtree_update(t_max, P_leaves, i, Li)
+        i = _draw_sag_nus(m[0], t_unseen, t_seen, t_L, n, leaves, u_rand[it, 0], u_rand[it, 1])
+        f, gn2 = _visit(data, counters, st, wk, i, opts.lazy)
+        was_seen = st.seen[i] != 0
+        Li = Lis[i] * 0.5 if was_seen else Lis[i]
+        if gn2 > _GN2_MIN:
+            Li, _ = _line_search(data, counters, wk, i, f, gn2, Li, opts.max_doublings)
+        if was_seen:
+            L_sum[0] += Li - Lis[i]
+        Lis[i] = Li
+        if Li > L_max[0]:
+            L_max[0] = Li
         if not was_seen:
-            seen[i] = 1
-            scal[_M] += 1.0
-            scal[_LSUM] += Lis[i]
-            if variant == SAG_NUS:
-                samplers.tree_update(t_unseen, P_leaves, i, 0.0)
-                samplers.tree_update(t_seen, P_leaves, i, 1.0)
-        if variant == SAG_NUS:
-            samplers.tree_update(t_L, P_leaves, i, Lis[i] + lam)
-        elif variant != SAG:
-            samplers.sampler_set_weight(sst, i, Lis[i])
-        m = scal[_M]
-        Lbar = scal[_LSUM] / m
-        # ---- step size
-        if variant == SAG:
-            alpha = 1.0 / (scal[_L] + lam)
-        elif variant == SAG_NUS:
-            Lmx = scal[_LMAX]
-            alpha = (n - m) / n / (Lmx + lam) + (m / n) * 0.5 * (
-                1.0 / (Lmx + lam) + 1.0 / (Lbar + lam)
-            )
-        elif variant == SAG_NUS_STAR:
-            Lmx = t_max[1]
-            alpha = 0.5 * (1.0 / (Lmx + lam) + 1.0 / (Lbar + lam))
-        else:
-            alpha = 1.0 / (3.0 * (2.0 * Lbar + lam))
-        shrink = 1.0 - alpha * lam
-        # ---- update the average gradient and w
-        if variant != SAGA_NUS:
-            # d += gdiff, then w ← (1 - αλ) w - (α/m) d with the new d
-            for j in range(hi - lo):
-                base = support[lo + j] * K
-                for k in range(K):
-                    dsum[base + k] += E_d[j, k]
-            for k in range(K):
-                for l in range(K):
-                    dsum[t_off + k * K + l] += d_trans[k, l]
-            if lazy:
-                scal[_S] = s * shrink
-                scal[_SUM] = S + alpha / (m * scal[_S])
-            else:
-                coef = alpha / m
-                for j in range(u.shape[0]):
-                    u[j] = shrink * u[j] - coef * dsum[j]
-        else:
-            # w ← w - α (gdiff/(n p_i) + d/n + λ w) with d before the update (§3.7)
-            corr = alpha / (n * p_i)
-            if lazy:
-                new_s = s * shrink
-                scal[_S] = new_s
-                S_new = S + alpha / (n * new_s)
-                scal[_SUM] = S_new
-                for j in range(hi - lo):
-                    _catch_up(u, dsum, last, support[lo + j], K, S_new)
-                _catch_up_transitions(u, dsum, last, A_tot, K, S_new)
-                scale = corr / new_s
-            else:
-                coef = alpha / n
-                for j in range(u.shape[0]):
-                    u[j] = shrink * u[j] - coef * dsum[j]
-                scale = corr
-            for j in range(hi - lo):
-                base = support[lo + j] * K
-                for k in range(K):
-                    u[base + k] -= scale * E_d[j, k]
-                    dsum[base + k] += E_d[j, k]
-            for k in range(K):
-                for l in range(K):
-                    u[t_off + k * K + l] -= scale * d_trans[k, l]
-                    dsum[t_off + k * K + l] += d_trans[k, l]
-        # ---- store ν_i as the new memory of example i
-        for t in range(T):
-            for k in range(K):
-                U[s0 + t, k] = nodes[t, k]
-        for k in range(K):
-            for l in range(K):
-                P[i, k, l] = esum[k, l]
-        if variant == SAG:
-            scal[_L] *= decay
-        elif variant == SAG_NUS:
-            scal[_LMAX] *= decay
-        if lazy and scal[_S] < 1e-100:
-            _renormalize(st, A_tot, K)
-        counters[kernels.ITERATIONS] += 1
-        counters[kernels.UPDATES] += 1
+            _first_visit(st, i)
+            samplers.tree_update(t_unseen, leaves, i, 0.0)
+            samplers.tree_update(t_seen, leaves, i, 1.0)
+        samplers.tree_update(t_L, leaves, i, Lis[i] + lam)
+        mm = m[0]
+        Lbar = L_sum[0] / mm
+        Lmx = L_max[0]
+        alpha = (n - mm) / n / (Lmx + lam) + (mm / n) * 0.5 * (
+            1.0 / (Lmx + lam) + 1.0 / (Lbar + lam)
+        )
+        _sag_update(data, st, wk, i, alpha, mm, lam, opts.lazy)
+        L_max[0] *= opts.decay
+        _finish(data, counters, st, wk, i, opts.lazy)
     return k_iters
 
 
-class SAGFamily(crfopt.Optimizer):
-    """SAG with a Lipschitz line search and its non-uniform variants (SBA15).
+@jit(inline=True)
+def _nus_star_lipschitz(data, counters, st, wk, sst, i, f, gn2, opts):
+    """L_i of SAG-NUS* / SAGA-NUS (§3.6): first_visit·L̄ on a first visit, revisit·L_i
+    before a revisit's search; after c_i searches in a row without doubling, the next
+    2^(c_i−1) visits skip it (SBA15 §5.2). Updates Σ L_i, the max tree and the sampler."""
+    Lis, skip, good, L_sum = st.Li, st.skip, st.good, st.L_sum
+    was_seen = st.seen[i] != 0
+    search = True
+    if not was_seen:
+        m = st.m[0]
+        Li = opts.first_visit * (L_sum[0] / m if m > 0 else opts.L0)
+    elif opts.skipping and skip[i] > 0:
+        skip[i] -= 1
+        Li = Lis[i]
+        search = False
+    else:
+        Li = opts.revisit * Lis[i]
+    if search and gn2 > _GN2_MIN:
+        Li, doublings = _line_search(data, counters, wk, i, f, gn2, Li, opts.max_doublings)
+        if opts.skipping:
+            if doublings == 0:
+                good[i] += 1
+                skip[i] = 2 ** (good[i] - 1)
+            else:
+                good[i] = 0
+    if was_seen:
+        L_sum[0] += Li - Lis[i]
+    Lis[i] = Li
+    samplers.maxtree_update(st.t_max, opts.leaves, i, Li)
+    if not was_seen:
+        _first_visit(st, i)
+    samplers.sampler_set_weight(sst, i, Lis[i])
 
-    ``variant`` selects the rules of ALGORITHMS.md: ``sag`` (§3.4: uniform sampling, one
-    L), ``sag-nus`` (§3.5: SLRB13's adaptive sampling over unseen/seen examples, L_i
-    halved on revisits), ``sag-nus-star`` (§3.6: ρ-mixed sampling ∝ L_i, first-visit
-    L_i = 0.5 L̄, revisit 0.9 L_i, line searches skipped after success), ``saga-nus``
-    (§3.7: SAGA's unbiased step with the same sampler).
-    """
 
-    parameters = {
-        "variant": crfopt.Param("sag", str, "rule set (§3.4-3.7)", choices=VARIANTS),
-        "initial_lipschitz": crfopt.Param(
-            1.0, float, "L₀, initial Lipschitz estimate (§7.4 [choice])", low=0.0
-        ),
-        "non_uniformity": crfopt.Param(
-            0.5, float, "ρ of sag-nus-star / saga-nus sampling (§3.6)", low=0.0, high=1.0
-        ),
-        "first_visit": crfopt.Param(
-            0.5, float, "L_i = first_visit · L̄ on a first visit (§3.6 [recon])", low=0.0
-        ),
-        "revisit": crfopt.Param(
-            0.9, float, "L_i ← revisit · L_i before a line search (§3.6 [recon])", low=0.0
-        ),
-        "skipping": crfopt.Param(
-            True, bool, "skip line searches after successes, 2^(c_i-1) visits (SBA15 §5.2)"
-        ),
-        "lazy": crfopt.Param(
-            True, bool, "just-in-time sparse updates with w = s·u (§3.4); False: dense O(d)"
-        ),
-        "max_doublings": crfopt.Param(
-            60, int, "line-search doublings before giving up (§5.7)", low=1
-        ),
-    }
+@jit
+def _sag_nus_star_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
+    """SAG-NUS* (§3.6): ρ-mixed sampling ∝ L_i, α = ½(1/(L_max + λ) + 1/(L̄ + λ))."""
+    t_max, L_sum, m = st.t_max, st.L_sum, st.m
+    lam = opts.lam
+    for it in range(k_iters):
+        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        f, gn2 = _visit(data, counters, st, wk, i, opts.lazy)
+        _nus_star_lipschitz(data, counters, st, wk, sst, i, f, gn2, opts)
+        mm = m[0]
+        Lbar = L_sum[0] / mm
+        alpha = 0.5 * (1.0 / (t_max[1] + lam) + 1.0 / (Lbar + lam))
+        _sag_update(data, st, wk, i, alpha, mm, lam, opts.lazy)
+        _finish(data, counters, st, wk, i, opts.lazy)
+    return k_iters
+
+
+@jit
+def _saga_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
+    """SAGA-NUS (§3.7): SAG-NUS*'s sampler and L_i, unbiased step α = 1/(3(2L̄ + λ))."""
+    L_sum, m = st.L_sum, st.m
+    lam = opts.lam
+    for it in range(k_iters):
+        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        p_i = samplers.sampler_probability(sst, i)  # at draw time: the step stays unbiased
+        f, gn2 = _visit(data, counters, st, wk, i, opts.lazy)
+        _nus_star_lipschitz(data, counters, st, wk, sst, i, f, gn2, opts)
+        Lbar = L_sum[0] / m[0]
+        alpha = 1.0 / (3.0 * (2.0 * Lbar + lam))
+        _saga_update(data, st, wk, i, alpha, p_i, opts.n, lam, opts.lazy)
+        _finish(data, counters, st, wk, i, opts.lazy)
+    return k_iters
+
+
+def _param_set(*names: str) -> dict[str, crfopt.Param]:
+    return {name: _PARAMS[name] for name in names}
+
+
+_PARAMS = {
+    "initial_lipschitz": crfopt.Param(
+        1.0, float, "L₀, initial Lipschitz estimate (§7.4 [choice])", low=0.0
+    ),
+    "non_uniformity": crfopt.Param(
+        0.5, float, "ρ of the mixed sampling ∝ L_i (§3.6)", low=0.0, high=1.0
+    ),
+    "first_visit": crfopt.Param(
+        0.5, float, "L_i = first_visit · L̄ on a first visit (§3.6 [recon])", low=0.0
+    ),
+    "revisit": crfopt.Param(
+        0.9, float, "L_i ← revisit · L_i before a line search (§3.6 [recon])", low=0.0
+    ),
+    "skipping": crfopt.Param(
+        True, bool, "skip line searches after successes, 2^(c_i-1) visits (SBA15 §5.2)"
+    ),
+    "lazy": crfopt.Param(
+        True, bool, "just-in-time sparse updates with w = s·u (§3.4); False: dense O(d)"
+    ),
+    "max_doublings": crfopt.Param(60, int, "line-search doublings before giving up (§5.7)", low=1),
+}
+
+
+class _SAGBase(crfopt.Optimizer):
+    """Marginal memory, lazy w = s·u and the Lipschitz line search shared by the family."""
+
+    parameters = _param_set("initial_lipschitz", "lazy", "max_doublings")
     capabilities = frozenset({"stochastic", "line_search"})
     cost = crfopt.Cost(oracle_calls=(1, 1), forward_calls=(0, None), updates=(1, 1))
+    _block: Any = None  # the compiled block function of the variant
+
+    def _make_sampler(self) -> crfopt.Sampler:
+        return crfopt.Sampler("uniform", self.problem.n, self.rng)
 
     def setup(self) -> None:
         p = self.problem
         prm = self.params
         kd = p.data
-        K = p.n_labels
-        A_tot = p.n_kernel_attributes
-        n = p.n
-        self._variant = VARIANTS.index(prm["variant"])
+        K, n = p.n_labels, p.n
         # ground-truth marginals make every stored gradient exactly 0
         U = np.zeros((p.n_tokens, K))
         U[np.arange(p.n_tokens), kd.y] = 1.0
@@ -490,82 +425,128 @@ class SAGFamily(crfopt.Optimizer):
         t_max = np.zeros(2 * leaves)
         samplers.maxtree_build(t_max, leaves, np.full(n, -np.inf))
         L0 = prm["initial_lipschitz"]
-        self._state = State(
-            u=np.zeros(p.dim),
-            dsum=np.zeros(p.dim),
-            last=np.zeros(A_tot + 1),
+        self._state = SAGState(
+            w=pieces.lazy_weights(p.dim, p.n_kernel_attributes),
             U=U,
             P=P,
             Li=np.full(n, L0),
             seen=np.zeros(n, dtype=np.int8),
             good=np.zeros(n, dtype=np.int64),
             skip=np.zeros(n, dtype=np.int64),
-            scal=np.array([1.0, 0.0, L0, L0, 0.0, 0.0]),
+            L=np.array([L0]),
+            L_max=np.array([L0]),
+            L_sum=np.zeros(1),
+            m=np.zeros(1),
             t_unseen=t_unseen,
             t_seen=np.zeros(2 * leaves),
             t_L=np.zeros(2 * leaves),
             t_max=t_max,
         )
-        kind = "uniform" if self._variant in (SAG, SAG_NUS) else "weighted"
-        self._sampler = crfopt.Sampler(kind, n, self.rng, non_uniformity=prm["non_uniformity"])
-        self._leaves = leaves
-        self._max_support = A_tot if kd.dense else int(np.diff(kd.support_ptr).max())
+        self._work = make_work(int(kd.max_len), pieces.max_support(kd), K)
+        self._opts = Options(
+            lam=float(p.lam),
+            n=int(n),
+            leaves=int(leaves),
+            lazy=bool(prm["lazy"]),
+            L0=float(L0),
+            first_visit=float(prm.get("first_visit", 0.0)),
+            revisit=float(prm.get("revisit", 0.0)),
+            skipping=bool(prm.get("skipping", False)),
+            max_doublings=int(prm["max_doublings"]),
+            decay=2.0 ** (-1.0 / n),
+        )
+        self._sampler = self._make_sampler()
 
     @property
     def w(self) -> np.ndarray:
-        st = self._state
         p = self.problem
-        if self.params["lazy"]:
-            _catch_up_all(st, p.n_kernel_attributes, p.n_labels)
-        return st.scal[_S] * st.u
+        return pieces.materialize(self._state.w, p.n_kernel_attributes, p.n_labels)
 
     def run_block(self, k: int) -> int:
-        p = self.problem
-        prm = self.params
         u = self._sampler.prepare(k)
-        return _sag_block(
-            p.data,
-            p.counters.array,
+        block = type(self)._block
+        return block(
+            self.problem.data,
+            self.problem.counters.array,
             self._state,
+            self._work,
             self._sampler.state,
             u,
             int(k),
-            self._variant,
-            p.lam,
-            p.n,
-            self._leaves,
-            prm["lazy"],
-            prm["first_visit"],
-            prm["revisit"],
-            prm["skipping"],
-            prm["max_doublings"],
-            prm["initial_lipschitz"],
-            self._max_support,
+            self._opts,
         )
 
     def step(self) -> None:
         self.run_block(1)
 
 
-_REF = {
-    "sag": "SBA15 §4, Alg. 1-2; ALGORITHMS.md §3.4",
-    "sag-nus": "SLRB13 §5.5 (BIGOPT sag_adaptive.c); ALGORITHMS.md §3.5",
-    "sag-nus-star": "SBA15 §5, §5.2; ALGORITHMS.md §3.6",
-    "saga-nus": "SBA15 §5.1; Defazio et al. 2014; ALGORITHMS.md §3.7",
-}
-_SUMMARY = {
-    "sag": "SAG, uniform sampling, Lipschitz line search (marginal memory, lazy updates)",
-    "sag-nus": "SAG with adaptive non-uniform sampling ∝ L_i (SLRB13)",
-    "sag-nus-star": "SAG-NUS*: ρ = 0.5 mixed sampling ∝ L_i, line-search skipping",
-    "saga-nus": "SAGA-NUS: unbiased SAGA step, SAG-NUS* sampling and L_i rules",
+class SAG(_SAGBase):
+    """SAG (§3.4): uniform sampling, one L from a line search, α = 1/(L + λ)."""
+
+    _block = _sag_block
+
+
+class SAGNUS(_SAGBase):
+    """SAG-NUS (§3.5): SLRB13's adaptive sampling over unseen/seen examples, L_i halved on
+    revisits."""
+
+    _block = _sag_nus_block
+
+
+class SAGNUSStar(_SAGBase):
+    """SAG-NUS* (§3.6): ρ-mixed sampling ∝ L_i, first-visit L_i = first_visit · L̄,
+    revisit revisit · L_i, line searches skipped after successes."""
+
+    parameters = _param_set(
+        "initial_lipschitz",
+        "non_uniformity",
+        "first_visit",
+        "revisit",
+        "skipping",
+        "lazy",
+        "max_doublings",
+    )
+    _block = _sag_nus_star_block
+
+    def _make_sampler(self) -> crfopt.Sampler:
+        return crfopt.Sampler(
+            "weighted", self.problem.n, self.rng, non_uniformity=self.params["non_uniformity"]
+        )
+
+
+class SAGANUS(SAGNUSStar):
+    """SAGA-NUS (§3.7): SAGA's unbiased step with SAG-NUS*'s sampler and L_i rules."""
+
+    _block = _saga_nus_block
+
+
+_VARIANTS = {
+    "sag": (
+        SAG,
+        "SAG, uniform sampling, Lipschitz line search (marginal memory, lazy updates)",
+        "SBA15 §4, Alg. 1-2; ALGORITHMS.md §3.4",
+    ),
+    "sag-nus": (
+        SAGNUS,
+        "SAG with adaptive non-uniform sampling ∝ L_i (SLRB13)",
+        "SLRB13 §5.5 (BIGOPT sag_adaptive.c); ALGORITHMS.md §3.5",
+    ),
+    "sag-nus-star": (
+        SAGNUSStar,
+        "SAG-NUS*: ρ = 0.5 mixed sampling ∝ L_i, line-search skipping",
+        "SBA15 §5, §5.2; ALGORITHMS.md §3.6",
+    ),
+    "saga-nus": (
+        SAGANUS,
+        "SAGA-NUS: unbiased SAGA step, SAG-NUS* sampling and L_i rules",
+        "SBA15 §5.1; Defazio et al. 2014; ALGORITHMS.md §3.7",
+    ),
 }
 
 
 @crfopt.hookimpl
 def crfopt_register_optimizers() -> list[crfopt.OptimizerSpec]:
     return [
-        crfopt.OptimizerSpec(
-            v, SAGFamily, defaults={"variant": v}, summary=_SUMMARY[v], reference=_REF[v]
-        )
-        for v in VARIANTS
+        crfopt.OptimizerSpec(name, cls, summary=summary, reference=ref)
+        for name, (cls, summary, ref) in _VARIANTS.items()
     ]

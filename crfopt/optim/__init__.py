@@ -1,0 +1,1 @@
+"""Optimizer contract and shared optimizer pieces."""
