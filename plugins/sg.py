@@ -23,35 +23,126 @@ and keep the best training objective.
 from __future__ import annotations
 
 import math
-from collections import namedtuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 import crfopt
-from crfopt import jit, kernels, samplers
+from crfopt import jit, kernels, pieces, samplers
 
-VARIANTS = ("sg", "asg", "adagrad")
-SG, ASG, ADAGRAD = range(3)
 
-State = namedtuple(
-    "State",
-    [
-        "u",  # (d,) w / s (sg, asg) or w itself (adagrad)
-        "acc",  # (d,) Σ_k w_k (asg), Σ g² (adagrad)
-        "last",  # (A_tot + 1,) asg: running scale sum at the last close; adagrad: iteration
-        "scal",  # [s, C = Σ s_k, t]
-    ],
-)
+class SGState(NamedTuple):
+    """Iterate, accumulators and counters (scalars as 1-element arrays)."""
+
+    u: np.ndarray  # (d,) w / s (sg, asg) or w itself (adagrad)
+    acc: np.ndarray  # (d,) asg: −Σ_k w_k (negated, see _asg_close); adagrad: Σ g²
+    last: np.ndarray  # (A + 1,) asg: C at each row's last close; adagrad: last iteration
+    s: np.ndarray  # (1,) scale of w = s·u (1 for adagrad)
+    C: np.ndarray  # (1,) Σ_k s_k, the running sum of the scales (asg)
+    t: np.ndarray  # (1,) iterations done
+
+
+class Work(NamedTuple):
+    unary: np.ndarray  # (T_max, K) scores of w
+    trans: np.ndarray  # (K, K)
+    nodes: np.ndarray  # (T_max, K) node marginals of ν_i
+    esum: np.ndarray  # (K, K) summed pairwise marginals of ν_i
+    weights: np.ndarray  # (T_max, K) scratch of pieces.local_gradient
+    truth: np.ndarray  # (K, K) scratch of pieces.local_gradient
+    g_loc: np.ndarray  # (S_max, K) ∇ℓ_i on the support
+    g_trans: np.ndarray  # (K, K) ∇ℓ_i on the transitions
+
+
+class Options(NamedTuple):
+    lam: float
+    eta0: float  # step_size
+    constant: bool  # schedule == "constant" (sg, asg)
+    eps: float  # AdaGrad's ε
+
+
+def make_work(max_len: int, max_support: int, K: int) -> Work:
+    tk, kk = (max_len, K), (K, K)
+    return Work(
+        np.empty(tk), np.empty(kk), np.empty(tk), np.empty(kk), np.empty(tk), np.empty(kk),
+        np.empty((max_support, K)), np.empty(kk),
+    )  # fmt: skip
 
 
 @jit(inline=True)
-def _asg_close(u, acc, last, base, n_entries, row, C):
-    """acc_row += u_row · (C - C_last): the iterates since the row's last change."""
-    delta = C - last[row]
-    if delta != 0.0:
-        for j in range(n_entries):
-            acc[base + j] += u[base + j] * delta
-        last[row] = C
+def _gradient(data, counters, st, wk, i):
+    """One counted oracle call at w = s·u; ∇ℓ_i into wk.g_loc / wk.g_trans."""
+    unary, trans, nodes, esum = wk.unary, wk.trans, wk.nodes, wk.esum
+    T = pieces.scaled_scores(data, i, st.u, st.s[0], unary, trans)
+    kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum)
+    pieces.local_gradient(data, i, nodes, esum, wk.weights, wk.truth, wk.g_loc, wk.g_trans)
+
+
+@jit(inline=True)
+def _asg_close(data, st, i, C):
+    """Add the iterates since each row of x_i last changed to the running sum.
+
+    A row of u left alone since C_last contributes u_row·(C − C_last) to Σ_k s_k u_k —
+    pieces' lazy catch-up with direction u, applied to acc = −Σ_k w_k (hence the sign).
+    """
+    pieces.catch_up_support(data, st.acc, st.u, st.last, i, C)
+
+
+@jit(inline=True)
+def _sg_update(data, st, wk, i, eta, lam):
+    """w ← (1 − ηλ) w − η ∇ℓ_i(w) as s ← (1 − ηλ)s, u ← u − (η/s) ∇ℓ_i on x_i's rows."""
+    u, g_loc, g_trans = st.u, wk.g_loc, wk.g_trans
+    K = data.n_labels
+    t_off = data.n_attributes * K
+    support = data.support
+    lo, hi = kernels.support_bounds(data, i)
+    s_new = st.s[0] * (1.0 - eta * lam)
+    coef = eta / s_new
+    for j in range(hi - lo):
+        base = support[lo + j] * K
+        for k in range(K):
+            u[base + k] -= coef * g_loc[j, k]
+    for k in range(K):
+        for l in range(K):
+            u[t_off + k * K + l] -= coef * g_trans[k, l]
+    st.s[0] = s_new
+    st.C[0] += s_new
+
+
+@jit(inline=True)
+def _fold_scale(st, A, K, average):
+    """Fold a tiny s into u (ALGORITHMS.md §5.7); asg closes every row first so the
+    average stays exact."""
+    if st.s[0] >= pieces.RENORMALIZE_BELOW:
+        return
+    u, last = st.u, st.last
+    if average:
+        pieces.catch_up_all(st.acc, u, last, A, K, st.C[0])
+    s = st.s[0]
+    for j in range(u.shape[0]):
+        u[j] *= s
+    st.s[0] = 1.0
+    st.C[0] = 0.0
+    for a in range(last.shape[0]):
+        last[a] = 0.0
+
+
+@jit
+def _sg_block(data, counters, st, wk, sst, u_rand, k_iters, opts, average):
+    """SG (average=False) or ASG (average=True), ALGORITHMS.md §3.10."""
+    lam, eta0 = opts.lam, opts.eta0
+    t = st.t
+    for it in range(k_iters):
+        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        _gradient(data, counters, st, wk, i)
+        eta = eta0 if opts.constant else eta0 / (1.0 + lam * eta0 * t[0])
+        if average:  # close the rows about to change with their old values
+            _asg_close(data, st, i, st.C[0])
+        _sg_update(data, st, wk, i, eta, lam)
+        _fold_scale(st, data.n_attributes, data.n_labels, average)
+        t[0] += 1.0
+        counters[kernels.ITERATIONS] += 1
+        counters[kernels.UPDATES] += 1
+    return k_iters
 
 
 @jit(inline=True)
@@ -65,217 +156,172 @@ def _ada_catch_up(u, G, last, base, n_entries, row, t, lam, eta, eps):
         last[row] = t
 
 
+@jit(inline=True)
+def _ada_rows(u, G, g, j0, n_entries, lam, eta0, eps):
+    """G += g², then the proximal step u ← (u − η_j g)/(1 + λη_j) on n_entries coordinates."""
+    for j in range(n_entries):
+        gj = g[j]
+        G[j0 + j] += gj * gj
+        step = eta0 / (eps + math.sqrt(G[j0 + j]))
+        u[j0 + j] = (u[j0 + j] - step * gj) / (1.0 + lam * step)
+
+
 @jit
-def _sg_block(
-    data, counters, st, sst, u_rand, k_iters, variant, lam, eta0, constant, eps, max_support
-):
+def _adagrad_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
+    """AdaGrad with a proximal ℓ2 step (Duchi et al. 2011; ALGORITHMS.md §3.10)."""
     K = data.n_labels
-    A_tot = data.n_attributes
-    KK = K * K
-    t_off = A_tot * K
-    L = data.max_len
-    u, acc, last, scal = st.u, st.acc, st.last, st.scal
+    A = data.n_attributes
+    t_off = A * K
+    lam, eta0, eps = opts.lam, opts.eta0, opts.eps
+    u, G, last, tt = st.u, st.acc, st.last, st.t
     support = data.support
-    y_all = data.y
-    unary = np.empty((L, K))
-    nodes = np.empty((L, K))
-    esum = np.empty((K, K))
-    truth = np.empty((K, K))
-    trans = np.empty((K, K))
-    g_loc = np.empty((max_support, K))
+    g_loc, g_trans = wk.g_loc, wk.g_trans
     for it in range(k_iters):
         i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
-        s0 = data.offsets[i]
-        T = data.offsets[i + 1] - s0
         lo, hi = kernels.support_bounds(data, i)
-        t = scal[2]
-        s = scal[0]
-        if variant == ADAGRAD:
-            for j in range(hi - lo):
-                a = support[lo + j]
-                _ada_catch_up(u, acc, last, a * K, K, a, t, lam, eta0, eps)
-            _ada_catch_up(u, acc, last, t_off, KK, A_tot, t, lam, eta0, eps)
-        # scores of w = s·u (s = 1 for adagrad)
-        kernels.unary_scores(data, i, u, unary)
-        for tt in range(T):
-            for k in range(K):
-                unary[tt, k] *= s
-        for k in range(K):
-            for l in range(K):
-                trans[k, l] = s * u[t_off + k * K + l]
-        kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum)
-        # g = ∇ℓ_i(w) on the sequence's support
-        for tt in range(T):
-            nodes[tt, y_all[s0 + tt]] -= 1.0
-        kernels.expected_emission(data, i, nodes, g_loc)
-        kernels.truth_transitions(data, i, truth)
-        if variant == ADAGRAD:
-            for j in range(hi - lo):
-                base = support[lo + j] * K
-                for k in range(K):
-                    g = g_loc[j, k]
-                    acc[base + k] += g * g
-                    step = eta0 / (eps + math.sqrt(acc[base + k]))
-                    u[base + k] = (u[base + k] - step * g) / (1.0 + lam * step)
-                last[support[lo + j]] = t + 1.0
-            for k in range(K):
-                for l in range(K):
-                    j = t_off + k * K + l
-                    g = esum[k, l] - truth[k, l]
-                    acc[j] += g * g
-                    step = eta0 / (eps + math.sqrt(acc[j]))
-                    u[j] = (u[j] - step * g) / (1.0 + lam * step)
-            last[A_tot] = t + 1.0
-        else:
-            eta = eta0 if constant else eta0 / (1.0 + lam * eta0 * t)
-            C = scal[1]
-            if variant == ASG:  # close the rows about to change with their old values
-                for j in range(hi - lo):
-                    a = support[lo + j]
-                    _asg_close(u, acc, last, a * K, K, a, C)
-                _asg_close(u, acc, last, t_off, KK, A_tot, C)
-            s_new = s * (1.0 - eta * lam)
-            coef = eta / s_new
-            for j in range(hi - lo):
-                base = support[lo + j] * K
-                for k in range(K):
-                    u[base + k] -= coef * g_loc[j, k]
-            for k in range(K):
-                for l in range(K):
-                    u[t_off + k * K + l] -= coef * (esum[k, l] - truth[k, l])
-            scal[0] = s_new
-            scal[1] = C + s_new
-            if s_new < 1e-100:
-                # fold the scale into u; rows closed first so the average stays exact
-                if variant == ASG:
-                    for a in range(A_tot):
-                        _asg_close(u, acc, last, a * K, K, a, scal[1])
-                    _asg_close(u, acc, last, t_off, KK, A_tot, scal[1])
-                for j in range(u.shape[0]):
-                    u[j] *= s_new
-                scal[0] = 1.0
-                scal[1] = 0.0
-                for a in range(last.shape[0]):
-                    last[a] = 0.0
-        scal[2] = t + 1.0
+        t = tt[0]
+        for j in range(hi - lo):
+            a = support[lo + j]
+            _ada_catch_up(u, G, last, a * K, K, a, t, lam, eta0, eps)
+        _ada_catch_up(u, G, last, t_off, K * K, A, t, lam, eta0, eps)
+        _gradient(data, counters, st, wk, i)
+        for j in range(hi - lo):
+            a = support[lo + j]
+            _ada_rows(u, G, g_loc[j], a * K, K, lam, eta0, eps)
+            last[a] = t + 1.0
+        _ada_rows(u, G, g_trans.reshape(K * K), t_off, K * K, lam, eta0, eps)
+        last[A] = t + 1.0
+        tt[0] = t + 1.0
         counters[kernels.ITERATIONS] += 1
         counters[kernels.UPDATES] += 1
     return k_iters
 
 
 @jit
-def _current_w(st, variant, A_tot, K, lam, eta0, eps):
-    u, acc, last, scal = st.u, st.acc, st.last, st.scal
-    t = scal[2]
-    t_off = A_tot * K
-    if variant == ADAGRAD:
-        for a in range(A_tot):
-            _ada_catch_up(u, acc, last, a * K, K, a, t, lam, eta0, eps)
-        _ada_catch_up(u, acc, last, t_off, K * K, A_tot, t, lam, eta0, eps)
-        return u.copy()
-    if variant == SG or t == 0.0:
-        return scal[0] * u
-    C = scal[1]
-    for a in range(A_tot):
-        _asg_close(u, acc, last, a * K, K, a, C)
-    _asg_close(u, acc, last, t_off, K * K, A_tot, C)
-    return acc / t
+def _adagrad_w(st, A, K, lam, eta0, eps):
+    u, G, last = st.u, st.acc, st.last
+    t = st.t[0]
+    for a in range(A):
+        _ada_catch_up(u, G, last, a * K, K, a, t, lam, eta0, eps)
+    _ada_catch_up(u, G, last, A * K, K * K, A, t, lam, eta0, eps)
+    return u.copy()
 
 
-class SGFamily(crfopt.Optimizer):
-    """SG, averaged SG and AdaGrad on the primal (SBA15 §6; ALGORITHMS.md §3.10)."""
+@jit
+def _asg_w(st, A, K):
+    if st.t[0] == 0.0:
+        return st.s[0] * st.u
+    pieces.catch_up_all(st.acc, st.u, st.last, A, K, st.C[0])
+    return -st.acc / st.t[0]
 
-    parameters = {
-        "variant": crfopt.Param("sg", str, "sg, asg or adagrad (§3.10)", choices=VARIANTS),
-        "step_size": crfopt.Param(
-            0.1, float, "η₀, chosen post hoc from a grid {10^-k} (SBA15 §6)", low=0.0
-        ),
-        "schedule": crfopt.Param(
-            "decaying",
-            str,
-            "sg/asg: η₀/(1 + λη₀t) (Pegasos-like) or constant",
-            choices=("decaying", "constant"),
-        ),
-        "epsilon": crfopt.Param(1e-8, float, "AdaGrad's ε (§3.10 [choice])", low=0.0),
-    }
+
+_PARAMS = {
+    "step_size": crfopt.Param(
+        0.1, float, "η₀, chosen post hoc from a grid {10^-k} (SBA15 §6)", low=0.0
+    ),
+    "schedule": crfopt.Param(
+        "decaying",
+        str,
+        "η₀/(1 + λη₀t) (Pegasos-like) or constant",
+        choices=("decaying", "constant"),
+    ),
+    "epsilon": crfopt.Param(1e-8, float, "AdaGrad's ε (§3.10 [choice])", low=0.0),
+}
+
+
+class _SGBase(crfopt.Optimizer):
+    """Uniform sampling with replacement, one counted oracle call per iteration."""
+
     capabilities = frozenset({"stochastic"})
 
     def setup(self) -> None:
         p = self.problem
         prm = self.params
-        self._variant = VARIANTS.index(prm["variant"])
-        if (
-            prm["schedule"] == "constant"
-            and prm["step_size"] * p.lam >= 1.0
-            and self._variant != ADAGRAD
-        ):
-            raise crfopt.ParameterError(
-                f"{prm['variant']}: a constant step_size must satisfy step_size·λ < 1 "
-                f"(got {prm['step_size']} · {p.lam:.3g})"
-            )
-        self._state = State(
+        self._state = SGState(
             u=np.zeros(p.dim),
             acc=np.zeros(p.dim),
             last=np.zeros(p.n_kernel_attributes + 1),
-            scal=np.array([1.0, 0.0, 0.0]),
+            s=np.ones(1),
+            C=np.zeros(1),
+            t=np.zeros(1),
+        )
+        self._work = make_work(int(p.data.max_len), pieces.max_support(p.data), p.n_labels)
+        self._opts = Options(
+            lam=float(p.lam),
+            eta0=float(prm["step_size"]),
+            constant=prm.get("schedule") == "constant",
+            eps=float(prm.get("epsilon", 0.0)),
         )
         self._sampler = crfopt.Sampler("uniform", p.n, self.rng)
-        kd = p.data
-        self._max_support = int(kd.n_attributes) if kd.dense else int(np.diff(kd.support_ptr).max())
 
-    @property
-    def w(self) -> np.ndarray:
-        p = self.problem
-        prm = self.params
-        return _current_w(
-            self._state,
-            self._variant,
-            p.n_kernel_attributes,
-            p.n_labels,
-            p.lam,
-            prm["step_size"],
-            prm["epsilon"],
-        )
-
-    def run_block(self, k: int) -> int:
-        p = self.problem
-        prm = self.params
+    def _args(self, k: int) -> tuple[Any, ...]:
         u = self._sampler.prepare(k)
-        return _sg_block(
-            p.data,
-            p.counters.array,
-            self._state,
-            self._sampler.state,
-            u,
-            int(k),
-            self._variant,
-            p.lam,
-            prm["step_size"],
-            prm["schedule"] == "constant",
-            prm["epsilon"],
-            self._max_support,
-        )
+        p = self.problem
+        return (p.data, p.counters.array, self._state, self._work, self._sampler.state, u, int(k))
 
     def step(self) -> None:
         self.run_block(1)
 
 
-_SUMMARY = {
-    "sg": "stochastic gradient, step η₀/(1 + λη₀t) (Pegasos-like), uniform sampling",
-    "asg": "averaged stochastic gradient: the running average of the SG iterates",
-    "adagrad": "AdaGrad with a proximal ℓ2 step (Duchi et al. 2011)",
+class SG(_SGBase):
+    """SG: w ← w − η_t(∇ℓ_i(w) + λw), η_t = η₀/(1 + λη₀t) or constant (§3.10)."""
+
+    parameters = {k: _PARAMS[k] for k in ("step_size", "schedule")}
+    _average = False
+
+    def setup(self) -> None:
+        prm = self.params
+        if prm["schedule"] == "constant" and prm["step_size"] * self.problem.lam >= 1.0:
+            raise crfopt.ParameterError(
+                f"{type(self).__name__.lower()}: a constant step_size must satisfy "
+                f"step_size·λ < 1 (got {prm['step_size']} · {self.problem.lam:.3g})"
+            )
+        super().setup()
+
+    @property
+    def w(self) -> np.ndarray:
+        return self._state.s[0] * self._state.u
+
+    def run_block(self, k: int) -> int:
+        return _sg_block(*self._args(k), self._opts, self._average)
+
+
+class ASG(SG):
+    """Averaged SG: SG's iterates, their uniform running average reported as w (§3.10)."""
+
+    _average = True
+
+    @property
+    def w(self) -> np.ndarray:
+        p = self.problem
+        return _asg_w(self._state, p.n_kernel_attributes, p.n_labels)
+
+
+class AdaGrad(_SGBase):
+    """AdaGrad with a proximal ℓ2 step, per-coordinate η/(ε + √G_j) (Duchi et al. 2011)."""
+
+    parameters = {k: _PARAMS[k] for k in ("step_size", "epsilon")}
+
+    @property
+    def w(self) -> np.ndarray:
+        p = self.problem
+        o = self._opts
+        return _adagrad_w(self._state, p.n_kernel_attributes, p.n_labels, o.lam, o.eta0, o.eps)
+
+    def run_block(self, k: int) -> int:
+        return _adagrad_block(*self._args(k), self._opts)
+
+
+_VARIANTS = {
+    "sg": (SG, "stochastic gradient, step η₀/(1 + λη₀t) (Pegasos-like), uniform sampling"),
+    "asg": (ASG, "averaged stochastic gradient: the running average of the SG iterates"),
+    "adagrad": (AdaGrad, "AdaGrad with a proximal ℓ2 step (Duchi et al. 2011)"),
 }
 
 
 @crfopt.hookimpl
 def crfopt_register_optimizers() -> list[crfopt.OptimizerSpec]:
     return [
-        crfopt.OptimizerSpec(
-            v,
-            SGFamily,
-            defaults={"variant": v},
-            summary=_SUMMARY[v],
-            reference="SBA15 §6; ALGORITHMS.md §3.10",
-        )
-        for v in VARIANTS
+        crfopt.OptimizerSpec(name, cls, summary=summary, reference="SBA15 §6; ALGORITHMS.md §3.10")
+        for name, (cls, summary) in _VARIANTS.items()
     ]
