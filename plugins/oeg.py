@@ -104,16 +104,17 @@ def make_work(max_len: int, K: int, max_support: int) -> OEGWork:
 def _trial_scores(data, st, c_init, wk, i, T, K, keep, e_i):
     """θ_i' = (1-η) θ_i + η θ(w; x_i) into wk.t_n, wk.t_e; returns the new ρ_i."""
     s0 = data.offsets[i]
-    t_n, t_e, s_w, W_T, M = wk.t_n, wk.t_e, wk.s_w, wk.W_T, st.M
+    # locals, not tuple fields, inside loops (each field read costs a reference count)
+    t_n, t_e, s_w, W_T, M, theta_n, y = wk.t_n, wk.t_e, wk.s_w, wk.W_T, st.M, st.theta_n, data.y
     for t in range(T):
         for k in range(K):
-            t_n[t, k] = keep * st.theta_n[s0 + t, k] + e_i * s_w[t, k]
+            t_n[t, k] = keep * theta_n[s0 + t, k] + e_i * s_w[t, k]
     rho_new = keep * st.rho[i]
     for t in range(T - 1):
         for k in range(K):
             for l in range(K):
                 t_e[t, k, l] = keep * M[i, k, l] + e_i * W_T[k, l]
-        t_e[t, data.y[s0 + t], data.y[s0 + t + 1]] += rho_new * c_init
+        t_e[t, y[s0 + t], y[s0 + t + 1]] += rho_new * c_init
     return rho_new
 
 
@@ -122,6 +123,7 @@ def _trial_entropy(data, counters, wk, i, T, K):
     """One counted oracle call on the trial scores: fills the trial marginals (wk.ln,
     wk.le, wk.nodes_new, wk.edges_lin, wk.P_new) and returns H' = log Z' - ⟨θ', μ'⟩."""
     t_n, t_e, ln, le, edges_lin, P_new = wk.t_n, wk.t_e, wk.ln, wk.le, wk.edges_lin, wk.P_new
+    nodes_new = wk.nodes_new
     KK = K * K
     log_z = kernels.oracle_scores(data, counters, i, t_n[:T], t_e[: T - 1], ln, le)
     vexp(le.reshape(le.shape[0] * KK), edges_lin, (T - 1) * KK)
@@ -137,7 +139,7 @@ def _trial_entropy(data, counters, wk, i, T, K):
     for t in range(T):
         for k in range(K):
             p = math.exp(ln[t, k])
-            wk.nodes_new[t, k] = p
+            nodes_new[t, k] = p
             inner += t_n[t, k] * p
     for t in range(T - 1):
         base = t * KK
@@ -152,10 +154,17 @@ def _trial_gain(data, st, lam_n, wk, i, T, K, h_new):
     """n × the dual change of the trial; leaves dw = (E_{μ_i}F - E_{μ'}F)/(λn) on the
     sequence's support in wk.E_loc, wk.d_trans."""
     s0 = data.offsets[i]
-    diff_n, E_loc, d_trans = wk.diff_n, wk.E_loc, wk.d_trans
+    diff_n, E_loc, d_trans, nodes_new, P_new = (
+        wk.diff_n,
+        wk.E_loc,
+        wk.d_trans,
+        wk.nodes_new,
+        wk.P_new,
+    )
+    mu_n, P = st.mu_n, st.P
     for t in range(T):
         for k in range(K):
-            diff_n[t, k] = (math.exp(st.mu_n[s0 + t, k]) - wk.nodes_new[t, k]) / lam_n
+            diff_n[t, k] = (math.exp(mu_n[s0 + t, k]) - nodes_new[t, k]) / lam_n
     kernels.expected_emission(data, i, diff_n, E_loc)
     lo, hi = kernels.support_bounds(data, i)
     sq = 0.0
@@ -164,7 +173,7 @@ def _trial_gain(data, st, lam_n, wk, i, T, K, h_new):
             sq += E_loc[j, k] * E_loc[j, k]
     for k in range(K):
         for l in range(K):
-            d_trans[k, l] = (st.P[i, k, l] - wk.P_new[k, l]) / lam_n
+            d_trans[k, l] = (P[i, k, l] - P_new[k, l]) / lam_n
             sq += d_trans[k, l] * d_trans[k, l]
     wdw = kernels.dot_local(data, i, st.w, E_loc, d_trans)
     return (h_new - st.H[i]) - 0.5 * lam_n * (2.0 * wdw + sq)
@@ -176,19 +185,21 @@ def _accept(data, st, wk, i, T, K, keep, e_i, rho_new, h_new):
     s0 = data.offsets[i]
     es = s0 - i
     kernels.add_local(data, i, st.w, 1.0, wk.E_loc, wk.d_trans)
+    theta_n, mu_n, mu_e, M, P = st.theta_n, st.mu_n, st.mu_e, st.M, st.P
+    t_n, ln, le, W_T, P_new = wk.t_n, wk.ln, wk.le, wk.W_T, wk.P_new
     for t in range(T):
         for k in range(K):
-            st.theta_n[s0 + t, k] = wk.t_n[t, k]
-            st.mu_n[s0 + t, k] = wk.ln[t, k]
+            theta_n[s0 + t, k] = t_n[t, k]
+            mu_n[s0 + t, k] = ln[t, k]
     for t in range(T - 1):
         for k in range(K):
             for l in range(K):
-                st.mu_e[es + t, k, l] = wk.le[t, k, l]
+                mu_e[es + t, k, l] = le[t, k, l]
     st.rho[i] = rho_new
     for k in range(K):
         for l in range(K):
-            st.M[i, k, l] = keep * st.M[i, k, l] + e_i * wk.W_T[k, l]
-            st.P[i, k, l] = wk.P_new[k, l]
+            M[i, k, l] = keep * M[i, k, l] + e_i * W_T[k, l]
+            P[i, k, l] = P_new[k, l]
     st.H[i] = h_new
 
 
