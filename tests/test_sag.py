@@ -109,3 +109,28 @@ def test_dense_problem():
     )
     res = crfopt.run(p, "sag-nus-star", budget=crfopt.Budget(passes=60), checkpoints="every:20")
     assert res.trace["duality_gap"].iloc[-1] < 1e-6
+
+
+@pytest.mark.parametrize(
+    ("name", "foreign", "valid"),
+    [
+        ("sag", "non_uniformity", "initial_lipschitz"),
+        ("sag", "first_visit", "max_doublings"),
+        ("sag-nus", "skipping", "lazy"),
+        ("sg", "epsilon", "schedule"),
+        ("adagrad", "schedule", "epsilon"),
+    ],
+)
+def test_parameters_of_other_variants_are_rejected(name, foreign, valid):
+    """A parameter the variant does not use raises, naming the ones it has."""
+    spec = crfopt.get_registry().optimizer(name)
+    with pytest.raises(crfopt.ParameterError, match=foreign) as exc:
+        spec.resolve({foreign: 0.9 if foreign != "skipping" else False})
+    assert valid in str(exc.value)
+
+
+@pytest.mark.parametrize("name", ["sag-nus-star", "saga-nus"])
+def test_nus_star_rules_take_their_parameters(name):
+    spec = crfopt.get_registry().optimizer(name)
+    params = spec.resolve({"non_uniformity": 0.9, "first_visit": 0.3, "skipping": False})
+    assert params["non_uniformity"] == 0.9 and params["first_visit"] == 0.3

@@ -1,0 +1,182 @@
+"""crfopt.pieces (crfopt/optim/pieces.py) against independent truths.
+
+Lazy weights against the eager dense recursion, the Lipschitz backtracking against a
+brute-force scan of L₀·2^j with the public forward oracle, the local gradient against
+finite differences of ℓ_i, max_support against a direct count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import crfopt
+from crfopt import kernels, pieces
+
+
+@pytest.fixture(scope="module", params=["sparse", "dense"])
+def problem(request):
+    if request.param == "dense":
+        return crfopt.make_synthetic(
+            n=12, labels=3, attributes=6, length=5, dense=True, density=0.5, seed=41, lam=0.01
+        )
+    return crfopt.make_synthetic(
+        n=12, labels=4, attributes=40, length=6, density=0.1, seed=42, lam=0.01
+    )
+
+
+def _random_w(problem, seed, scale=0.5):
+    return scale * np.random.default_rng(seed).standard_normal(problem.dim)
+
+
+def test_lazy_catch_up_equals_the_eager_update_loop():
+    """w ← c·w − (α/m)·d with sparse changes of d, eager vs lazy incl. renormalizations."""
+    rng = np.random.default_rng(0)
+    A, K = 9, 3
+    dim = A * K + K * K
+    lw = pieces.lazy_weights(dim, A)
+    lw.u[:] = rng.standard_normal(dim)
+    w = lw.u.copy()  # the eager truth
+    renormalized = 0
+    for step in range(600):
+        # change d on a few rows (and sometimes the transitions), catching them up first
+        rows = rng.choice(A, size=rng.integers(0, 4), replace=False)
+        S = lw.scale[1]
+        for a in rows:
+            pieces.catch_up_row(lw.u, lw.d, lw.last, a, K, S)
+            lw.d[a * K : (a + 1) * K] += rng.standard_normal(K)
+        if rng.random() < 0.3:
+            pieces.catch_up_transitions(lw.u, lw.d, lw.last, A, K, S)
+            lw.d[A * K :] += rng.standard_normal(K * K)
+        # a shrink that sometimes collapses the scale, forcing renormalizations
+        c = 1e-40 if step % 97 == 50 else rng.uniform(0.5, 1.0)
+        alpha, count = rng.uniform(0.01, 0.5), rng.integers(1, 20)
+        pieces.lazy_step(lw, c, alpha, count)
+        w = c * w - (alpha / count) * lw.d
+        if lw.scale[0] < pieces.RENORMALIZE_BELOW:
+            pieces.renormalize(lw, A, K)
+            renormalized += 1
+            assert lw.scale[0] == 1.0 and lw.scale[1] == 0.0 and not lw.last.any()
+        if step % 50 == 0:
+            np.testing.assert_allclose(pieces.materialize(lw, A, K), w, rtol=1e-9, atol=1e-12)
+    assert renormalized >= 3
+    np.testing.assert_allclose(pieces.materialize(lw, A, K), w, rtol=1e-9, atol=1e-12)
+
+
+def test_catch_up_support_touches_exactly_the_rows_of_the_sequence(problem):
+    kd = problem.data
+    A, K = problem.n_kernel_attributes, problem.n_labels
+    rng = np.random.default_rng(1)
+    u, d = rng.standard_normal(problem.dim), rng.standard_normal(problem.dim)
+    last = np.zeros(A + 1)
+    i = 3
+    pieces.catch_up_support(kd, u_new := u.copy(), d, last, i, 0.7)
+    lo, hi = kernels.support_bounds(kd, i)
+    rows = set(np.asarray(kd.support[lo:hi]).tolist()) | {A}
+    for a in range(A + 1):
+        sl = slice(a * K, (a + 1) * K) if a < A else slice(A * K, None)
+        expect = u[sl] - 0.7 * d[sl] if a in rows else u[sl]
+        np.testing.assert_allclose(u_new[sl], expect, rtol=1e-14, atol=1e-15)
+        assert last[a] == (0.7 if a in rows else 0.0)
+
+
+def test_scaled_scores_are_the_scores_of_s_times_u(problem):
+    kd = problem.data
+    K = problem.n_labels
+    u = _random_w(problem, 2)
+    s = 0.37
+    unary, trans = np.empty((kd.max_len, K)), np.empty((K, K))
+    for i in range(problem.n):
+        T = pieces.scaled_scores(kd, i, u, s, unary, trans)
+        np.testing.assert_allclose(unary[:T], problem.unary_scores(i, s * u), rtol=1e-12)
+        np.testing.assert_allclose(trans, problem.unpack(s * u).transition, rtol=1e-14)
+
+
+def _local_gradient(problem, i, w):
+    kd = problem.data
+    K = problem.n_labels
+    nodes, esum = np.empty((kd.max_len, K)), np.empty((K, K))
+    kernels.oracle_sums(kd, problem.counters.array, i, w, nodes, esum)
+    E_loc = np.empty((pieces.max_support(kd), K))
+    trans = np.empty((K, K))
+    before = nodes.copy()
+    gn2 = pieces.local_gradient(
+        kd, i, nodes, esum, np.empty((kd.max_len, K)), np.empty((K, K)), E_loc, trans
+    )
+    np.testing.assert_array_equal(nodes, before)  # the marginals are left alone
+    lo, hi = kernels.support_bounds(kd, i)
+    return E_loc[: hi - lo], trans, gn2
+
+
+def _dense(problem, i, E_loc, trans):
+    kd = problem.data
+    K = problem.n_labels
+    lo, hi = kernels.support_bounds(kd, i)
+    g = problem.zeros()
+    for j, a in enumerate(np.asarray(kd.support[lo:hi])):
+        g[a * K : (a + 1) * K] = E_loc[j]
+    g[problem.n_kernel_attributes * K :] = trans.ravel()
+    return g
+
+
+def test_local_gradient_matches_finite_differences(problem):
+    w = _random_w(problem, 3)
+    rng = np.random.default_rng(4)
+    h = 1e-5
+    for i in (0, 5, problem.n - 1):
+        E_loc, trans, gn2 = _local_gradient(problem, i, w)
+        g = _dense(problem, i, E_loc, trans)
+        assert gn2 == pytest.approx(g @ g, rel=1e-12)
+        for _ in range(3):
+            v = rng.standard_normal(problem.dim)
+            fd = (problem.forward(i, w + h * v).nll - problem.forward(i, w - h * v).nll) / (2 * h)
+            assert g @ v == pytest.approx(fd, rel=1e-6, abs=1e-8)
+
+
+def _backtrack(problem, i, w, L0, max_doublings=60):
+    kd = problem.data
+    K = problem.n_labels
+    E_loc, trans_g, gn2 = _local_gradient(problem, i, w)
+    unary, trans = np.empty((kd.max_len, K)), np.empty((K, K))
+    pieces.scaled_scores(kd, i, w, 1.0, unary, trans)
+    g_unary = np.empty((kd.max_len, K))
+    kernels.local_scores(kd, i, E_loc, g_unary)
+    f = problem.forward(i, w).nll
+    before = problem.counters.snapshot().forward_calls
+    L, doublings = pieces.lipschitz_backtrack(
+        kd, problem.counters.array, i, f, gn2, L0, unary, trans, g_unary, trans_g,
+        np.empty((kd.max_len, K)), np.empty((K, K)), max_doublings,
+    )  # fmt: skip
+    calls = problem.counters.snapshot().forward_calls - before
+    return L, doublings, calls, f, gn2, _dense(problem, i, E_loc, trans_g)
+
+
+@pytest.mark.parametrize("L0", [1e-3, 0.3, 50.0])
+def test_lipschitz_backtrack_equals_a_brute_force_scan(problem, L0):
+    w = _random_w(problem, 5)
+    for i in (1, 7):
+        L, doublings, calls, f, gn2, g = _backtrack(problem, i, w, L0)
+        trials = L0 * 2.0 ** np.arange(61)
+        ok = [problem.forward(i, w - g / Lt).nll <= f - gn2 / (2 * Lt) for Lt in trials]
+        j = ok.index(True)
+        assert doublings == j and trials[j] == L
+        assert calls == doublings + 1  # each trial is one counted forward call
+        if L0 == 1e-3:
+            assert doublings > 0  # the scan really backtracked
+
+
+def test_lipschitz_backtrack_gives_up_after_max_doublings(problem):
+    with pytest.raises(FloatingPointError, match="no sufficient decrease"):
+        _backtrack(problem, 1, _random_w(problem, 5), 1e-6, max_doublings=2)
+
+
+def test_max_support_counts_distinct_attributes(problem):
+    kd = problem.data
+    if kd.dense:
+        assert pieces.max_support(kd) == problem.n_kernel_attributes
+        return
+    counts = []
+    for i in range(problem.n):
+        s, e = kd.offsets[i], kd.offsets[i + 1]
+        counts.append(len(set(np.asarray(kd.indices[kd.indptr[s] : kd.indptr[e]]).tolist())))
+    assert pieces.max_support(kd) == max(counts)
