@@ -203,7 +203,7 @@ def _counts(p: CRFProblem) -> dict[str, int]:
 
 
 def _trace_signature(frame: Any) -> list[tuple[Any, ...]]:
-    cols = [c for c in frame.columns if c != "time_s"]
+    cols = [c for c in frame.columns if c not in ("time_s", "init_time_s")]  # wall clock
     return [
         tuple(None if _isna(v) else v for v in row) for row in frame[cols].itertuples(index=False)
     ]
