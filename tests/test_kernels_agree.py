@@ -1,15 +1,27 @@
-"""The compiled kernels and the pure-NumPy kernels agree to 1e-10 (DESIGN.md)."""
+"""The compiled kernels and the pure-NumPy kernels agree to 1e-10 (DESIGN.md).
+
+The NumPy twin runs forward–backward in log space throughout; the compiled one uses
+scaled linear-space messages and falls back to log space per sequence when a score
+table spans more than LOG_SPAN_LIMIT nats, so both of its paths are compared here,
+also mixed within one parallel batch.
+"""
 
 from __future__ import annotations
+
+import inspect
 
 import numpy as np
 import pytest
 
 import crfopt
 from crfopt import _kernels_numpy as NP
+from crfopt import kernels
 from crfopt._jit import JIT_ENABLED
 
-pytestmark = pytest.mark.skipif(not JIT_ENABLED, reason="needs the JIT (CRFOPT_DISABLE_JIT set)")
+needs_jit = pytest.mark.skipif(
+    not JIT_ENABLED,
+    reason="compares with the compiled kernels in this process (CRFOPT_DISABLE_JIT set)",
+)
 
 TOL = {"atol": 1e-10, "rtol": 1e-10}
 
@@ -31,6 +43,7 @@ def _jit():
     return _kernels_jit
 
 
+@needs_jit
 def test_per_sequence_kernels_agree(problem):
     JT = _jit()
     rng = np.random.default_rng(0)
@@ -54,6 +67,18 @@ def test_per_sequence_kernels_agree(problem):
             z4 = impl.oracle_scores(problem.data, c, i, unary, edges, ln3, le3)
             z5 = impl.forward_scores(
                 problem.data, c, i, unary, impl.transition_matrix(problem.data, w)
+            )
+            # scores that are not θ(w) (as SAG's w = s·u gives them), so this is not
+            # oracle_sums again
+            nodes6, esum6 = np.empty((T, K)), np.empty((K, K))
+            z6, nll6 = impl.oracle_sums_scores(
+                problem.data,
+                c,
+                i,
+                0.7 * unary,
+                1.3 * impl.transition_matrix(problem.data, w),
+                nodes6,
+                esum6,
             )
             lo, hi = impl.support_bounds(problem.data, i)
             E_loc = np.empty((hi - lo, K))
@@ -90,6 +115,10 @@ def test_per_sequence_kernels_agree(problem):
                     H,
                     kl,
                     vit,
+                    z6,
+                    nll6,
+                    nodes6,
+                    esum6,
                 )
             )
         for a, b in zip(*outs):
@@ -97,6 +126,7 @@ def test_per_sequence_kernels_agree(problem):
     np.testing.assert_array_equal(c1, c2)
 
 
+@needs_jit
 def test_batch_kernels_agree(problem):
     JT = _jit()
     rng = np.random.default_rng(1)
@@ -126,6 +156,7 @@ def test_batch_kernels_agree(problem):
         np.testing.assert_allclose(a, b, **TOL)
 
 
+@needs_jit
 def test_oracle_marginals_gives_both_forms(problem):
     JT = _jit()
     rng = np.random.default_rng(3)
@@ -145,3 +176,161 @@ def test_oracle_marginals_gives_both_forms(problem):
         for a, b in zip(*outs):
             np.testing.assert_allclose(a, b, **TOL)
     assert c[0] == 2 * len(range(0, problem.n, 7))
+
+
+# ------------------------------------------------------------------------------ parity
+
+
+def _public_functions(module) -> dict:
+    """Functions (plain or numba dispatchers) defined in ``module`` with public names."""
+    return {
+        name: fn
+        for name, fn in vars(module).items()
+        if not name.startswith("_")
+        and callable(fn)
+        and not isinstance(fn, type)
+        and getattr(fn, "__module__", None) == module.__name__
+    }
+
+
+def _parameters(fn) -> list[tuple[str, object]]:
+    sig = inspect.signature(getattr(fn, "py_func", fn))  # a dispatcher's Python function
+    return [(p.name, p.kind) for p in sig.parameters.values()]
+
+
+def test_twins_export_the_same_functions_with_the_same_signatures():
+    """Every function either twin defines exists in the other with the same parameters.
+
+    crfopt.kernels re-exports the per-sequence API and crfopt.problem calls the batch_*
+    functions of whichever module is selected, so a name or parameter present in one
+    twin only would break one mode only. Reading signatures compiles nothing.
+    """
+    pytest.importorskip("numba")
+    from crfopt import _kernels_jit as JT
+
+    jit_fns, np_fns = _public_functions(JT), _public_functions(NP)
+    assert sorted(jit_fns) == sorted(np_fns)
+    differ = {
+        name: (_parameters(jit_fns[name]), _parameters(np_fns[name]))
+        for name in jit_fns
+        if _parameters(jit_fns[name]) != _parameters(np_fns[name])
+    }
+    assert not differ, differ
+    # what crfopt.kernels re-exports is exactly the selected twin's function
+    impl = JT if JIT_ENABLED else NP
+    exported = [n for n in kernels.__all__ if callable(getattr(kernels, n))]
+    assert set(exported) <= set(np_fns)
+    for name in exported:
+        assert getattr(kernels, name) is getattr(impl, name), name
+
+
+# ------------------------------------------------------------- log space and mixed batch
+
+
+def _row_spans(problem, w) -> tuple[np.ndarray, float]:
+    """Per sequence, the largest max - min of a unary row; and the transitions' span."""
+    theta = NP.all_unary(problem.data, w)
+    row = np.ptp(theta, axis=1)
+    off = problem.data.offsets
+    seq = np.array([row[off[i] : off[i + 1]].max() for i in range(problem.n)])
+    return seq, float(np.ptp(NP.transition_matrix(problem.data, w)))
+
+
+def _per_sequence_outputs(impl, problem, w, c, edge_scale):
+    K = problem.n_labels
+    trans = impl.transition_matrix(problem.data, w)
+    rng = np.random.default_rng(5)
+    outs = []
+    for i in range(problem.n):
+        T = int(problem.data.offsets[i + 1] - problem.data.offsets[i])
+        E = max(T - 1, 0)
+        ln, le = np.empty((T, K)), np.empty((E, K, K))
+        r1 = impl.oracle(problem.data, c, i, w, ln, le)
+        ln2, le2 = np.empty((T, K)), np.empty((E, K, K))
+        nd2, ed2 = np.empty((T, K)), np.empty((E, K, K))
+        r2 = impl.oracle_marginals(problem.data, c, i, w, ln2, le2, nd2, ed2)
+        nd3, es3 = np.empty((T, K)), np.empty((K, K))
+        r3 = impl.oracle_sums(problem.data, c, i, w, nd3, es3)
+        unary = np.empty((T, K))
+        impl.unary_scores(problem.data, i, w, unary)
+        nd4, es4 = np.empty((T, K)), np.empty((K, K))
+        r4 = impl.oracle_sums_scores(problem.data, c, i, unary, trans, nd4, es4)
+        r5 = impl.forward(problem.data, c, i, w)
+        r6 = impl.forward_scores(problem.data, c, i, unary, trans)
+        edges = edge_scale * rng.normal(size=(E, K, K))
+        ln7, le7 = np.empty((T, K)), np.empty((E, K, K))
+        r7 = impl.oracle_scores(problem.data, c, i, unary, edges, ln7, le7)
+        outs += [r1, ln, le, r2, ln2, le2, nd2, ed2, r3, nd3, es3, r4, nd4, es4, r5, r6]
+        outs += [r7, ln7, le7]
+    return outs
+
+
+@needs_jit
+@pytest.mark.parametrize("trigger", ["unary", "transitions"])
+def test_log_space_path_agrees(problem, trigger):
+    """Scores spanning > LOG_SPAN_LIMIT nats send every compiled oracle to log space."""
+    JT = _jit()
+    K, A = problem.n_labels, problem.n_kernel_attributes
+    rng = np.random.default_rng(11)
+    w = rng.normal(size=problem.dim)
+    if trigger == "unary":
+        w[: A * K] *= 2000.0  # every token has an active attribute: rows span ~1e3-1e4
+    else:
+        w[A * K :] *= 2000.0  # transitions span ~1e4, unary rows stay small
+    spans, tspan = _row_spans(problem, w)
+    if trigger == "unary":
+        assert spans.min() > JT.LOG_SPAN_LIMIT and tspan <= JT.LOG_SPAN_LIMIT
+    else:
+        assert tspan > JT.LOG_SPAN_LIMIT and spans.max() <= JT.LOG_SPAN_LIMIT
+    edge_scale = 2000.0 if trigger == "transitions" else 1.0
+    c1, c2 = np.zeros(7, dtype=np.int64), np.zeros(7, dtype=np.int64)
+    got = _per_sequence_outputs(JT, problem, w, c1, edge_scale)
+    want = _per_sequence_outputs(NP, problem, w, c2, edge_scale)
+    for j, (a, b) in enumerate(zip(got, want)):
+        assert np.all(np.isfinite(np.asarray(a, dtype=float)) | np.isneginf(a)), j
+        np.testing.assert_allclose(a, b, **TOL, err_msg=f"output {j}")
+    np.testing.assert_array_equal(c1, c2)
+
+
+def _mixed_weights(problem, JT) -> np.ndarray:
+    """Small weights plus one large emission on an attribute that only some sequences
+    have: those sequences go to log space, the others stay scaled, in one batch."""
+    K = problem.n_labels
+    rng = np.random.default_rng(12)
+    base = 0.5 * rng.normal(size=problem.dim)
+    for a in range(problem.n_kernel_attributes):
+        w = base.copy()
+        w[a * K] += 1000.0
+        spans, _ = _row_spans(problem, w)
+        logspace = spans > JT.LOG_SPAN_LIMIT
+        # both kinds, and neighbours of different kinds (sequences of one parallel chunk)
+        if 0.2 < logspace.mean() < 0.8 and np.any(logspace[1:] != logspace[:-1]):
+            return w
+    raise AssertionError("no attribute splits the sequences into scaled and log-space ones")
+
+
+@needs_jit
+def test_mixed_scaled_and_log_space_batch_agrees(problem):
+    """The parallel batch kernels with some sequences scaled and some in log space.
+
+    batch_value_grad sums the scaled sequences' pairwise marginals as one matrix product
+    and adds the log-space ones per chunk; a wrong split or a lost chunk shows here.
+    """
+    JT = _jit()
+    w = _mixed_weights(problem, JT)
+    tr = problem._get_transpose()
+    kd = problem.data
+    res = []
+    for impl in (JT, NP):
+        g = np.empty(problem.dim)
+        v = impl.batch_value_grad(kd, tr, w, True, g)
+        v2 = impl.batch_value_grad(kd, tr, w, False, np.empty(0))
+        mu = problem.new_dual()
+        logz = np.empty(problem.n)
+        impl.batch_log_marginals(kd, w, mu.log_nodes, mu.log_edges, logz)
+        EF = np.empty(problem.dim)
+        impl.batch_expected_features(kd, tr, mu.log_nodes, mu.log_edges, EF)
+        res.append((v, g, v2, mu.log_nodes, mu.log_edges, logz, EF))
+    for j, (a, b) in enumerate(zip(*res)):
+        np.testing.assert_allclose(a, b, **TOL, err_msg=f"output {j}")
+    assert np.isclose(res[0][0], res[0][2], rtol=1e-12)  # with and without the gradient
