@@ -301,8 +301,12 @@ def _compare(tag: str, got: Any, want: Any, problems_out: list[str]) -> None:
             (diff <= TOL["atol"] + TOL["rtol"] * np.abs(w)) | (np.isnan(g) & np.isnan(w)) | (g == w)
         )
     if not ok.all():
-        err = np.max(np.where(ok, 0.0, diff))
-        problems_out.append(f"{tag}: max |JIT - NumPy| = {err:.3g}")
+        bad = np.flatnonzero(~ok.ravel())
+        j = bad[np.argmax(np.nan_to_num(diff.ravel()[bad], nan=np.inf))]
+        problems_out.append(
+            f"{tag}: {bad.size} of {ok.size} entries differ; worst: JIT {g.ravel()[j]!r}, "
+            f"NumPy {w.ravel()[j]!r}"
+        )
 
 
 def replay(recording: dict[str, Any], max_reports: int = 20) -> dict[str, Any]:
