@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import crfopt
-from crfopt import _kernels_numpy
+from crfopt.kernels import _numpy as _kernels_numpy
 
 from conftest import threads
 

@@ -79,8 +79,8 @@ def record_epochs(recorder, group: str, problem, variants) -> None:
     """Record one epoch (n iterations) of each optimizer variant, e.g. ``"sdca-gap[rho=1]"``,
     on a fresh copy of ``problem`` (after a warm-up and one untimed epoch)."""
     import crfopt
-    from crfopt.compare import parse_optimizer
-    from crfopt.runner import warm_up
+    from crfopt.bench.compare import parse_optimizer
+    from crfopt.bench.runner import warm_up
 
     reg = crfopt.get_registry()
     for text in variants:
@@ -95,7 +95,7 @@ def record_epochs(recorder, group: str, problem, variants) -> None:
 
 PEAK_SCRIPT = """
 import sys, crfopt, numpy as np
-from crfopt.compare import parse_optimizer
+from crfopt.bench.compare import parse_optimizer
 
 def status(key):
     for line in open("/proc/self/status"):
@@ -121,7 +121,7 @@ problem = crfopt.load_problem(sys.argv[1])
 problem.uncounted.value_and_gradient(problem.zeros())  # compile the kernels first
 name, overrides = parse_optimizer(sys.argv[2])
 spec = crfopt.get_registry().optimizer(name)
-crfopt.runner.warm_up(spec, spec.resolve(overrides), problem)
+crfopt.bench.runner.warm_up(spec, spec.resolve(overrides), problem)
 current = status("VmRSS")
 with problem.initialization():
     opt = spec.create(problem, 0, overrides)

@@ -38,8 +38,8 @@ sys.path.insert(0, str(HERE))
 os.environ.setdefault("CRFOPT_DATA", str(HERE.parents[1] / "shared" / "datasets"))
 
 import crfopt  # noqa: E402
-from crfopt.optimum import reference_optimum  # noqa: E402
-from crfopt.runner import Budget, run, warm_up  # noqa: E402
+from crfopt.bench.optimum import reference_optimum  # noqa: E402
+from crfopt.bench.runner import Budget, run, warm_up  # noqa: E402
 
 from conftest import peak_memory, threads, time_epoch, time_full_pass  # noqa: E402
 

@@ -1,3 +1,3 @@
-from .cli import main
+from crfopt.apps.cli import main
 
 main()

@@ -6,9 +6,9 @@
 from __future__ import annotations
 
 import crfopt
-from crfopt.corpus import text_problem
-from crfopt.data import DataFile, files_metadata, locate, verify
-from crfopt.readers import read_conll
+from crfopt.data.corpus import text_problem
+from crfopt.data.readers import read_conll
+from crfopt.data.sources import DataFile, files_metadata, locate, verify
 
 _LICENCE = "no explicit licence; derived from the Penn Treebank WSJ (research use)"
 TRAIN = DataFile(

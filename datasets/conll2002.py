@@ -7,9 +7,9 @@ testa 2895 / 37687; testb (the test split) 5195 / 68875.
 from __future__ import annotations
 
 import crfopt
-from crfopt.corpus import text_problem
-from crfopt.data import DataFile, files_metadata, locate, verify
-from crfopt.readers import read_conll
+from crfopt.data.corpus import text_problem
+from crfopt.data.readers import read_conll
+from crfopt.data.sources import DataFile, files_metadata, locate, verify
 
 _LICENCE = (
     "research use in the context of the CoNLL-2002 shared task only; not freely redistributable"

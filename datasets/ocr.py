@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 import crfopt
-from crfopt.data import DataFile, cached_problem, files_metadata, locate, verify
-from crfopt.readers import LETTERS, read_letter_data, read_sag4crf_mat
+from crfopt.data.readers import LETTERS, read_letter_data, read_sag4crf_mat
+from crfopt.data.sources import DataFile, cached_problem, files_metadata, locate, verify
 
 OCR_MAT = DataFile(
     "ocr.mat",
@@ -84,9 +84,9 @@ def load_ocr(
         digest = verify(OCR_MAT, path)
         m = read_sag4crf_mat(path)
         if m.folds is None:
-            raise crfopt.readers.DataFormatError(path, "variable 'fold' missing")
+            raise crfopt.data.readers.DataFormatError(path, "variable 'fold' missing")
         if m.values.shape[1] != 128 or m.labels.max() > 26:
-            raise crfopt.readers.DataFormatError(
+            raise crfopt.data.readers.DataFormatError(
                 path,
                 f"expected 128 pixel columns and labels 1..26, got {m.values.shape[1]} "
                 f"columns and labels up to {m.labels.max()}",

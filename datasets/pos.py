@@ -10,9 +10,9 @@ Both use the ``pos`` template (word-based features only; the gold POS is the lab
 from __future__ import annotations
 
 import crfopt
-from crfopt.corpus import text_problem
-from crfopt.data import DataFile, files_metadata, locate, verify
-from crfopt.readers import Corpus, read_conll, read_conllu
+from crfopt.data.corpus import text_problem
+from crfopt.data.readers import Corpus, read_conll, read_conllu
+from crfopt.data.sources import DataFile, files_metadata, locate, verify
 
 WSJ_NOTE = (
     "The papers' POS set (PTB WSJ §0-18, 38,219 sentences, 45 tags) is LDC-licensed and not "

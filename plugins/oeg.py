@@ -32,8 +32,8 @@ import numpy as np
 
 import crfopt
 from crfopt import jit, kernels, samplers
-from crfopt.dual import gibbs_scores, initial_dual
-from crfopt.vmath import vexp
+from crfopt.kernels.vmath import vexp
+from crfopt.optim.dual import gibbs_scores, initial_dual
 
 
 class OEGState(NamedTuple):

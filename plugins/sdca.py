@@ -31,8 +31,8 @@ import numpy as np
 
 import crfopt
 from crfopt import jit, kernels, samplers
-from crfopt.dual import initial_dual
-from crfopt.vmath import vexp, vlog
+from crfopt.kernels.vmath import vexp, vlog
+from crfopt.optim.dual import initial_dual
 
 
 class StepRule(IntEnum):

@@ -1,6 +1,6 @@
 """Record every kernel call of optimizer runs on the NumPy path; replay them compiled.
 
-The two kernel twins (:mod:`crfopt._kernels_numpy`, :mod:`crfopt._kernels_jit`) must give
+The two kernel twins (:mod:`crfopt.kernels._numpy`, :mod:`crfopt.kernels._numba`) must give
 the same outputs to 1e-10 for the same inputs (DESIGN.md). Comparing whole optimizer
 trajectories only tests that for methods whose control flow never branches on a
 rounding-level quantity (see :data:`TRAJECTORY_METHODS`); any other method turns a
@@ -11,7 +11,7 @@ and :func:`replay` later feeds the same inputs to the compiled twin and compares
 
 Kernels are reached through module attributes at call time on the NumPy path
 (``kernels.oracle(...)`` in plugins, ``_kernels.…`` and ``_impl.batch_…`` in
-:mod:`crfopt.problem`), so wrapping those attributes sees every call without a hook in
+:mod:`crfopt.core.problem`), so wrapping those attributes sees every call without a hook in
 the library. :func:`record` checks that claim: every inference kernel bumps the data's
 audit cell, so an unrecorded call shows up as a jump of the cell between recorded calls.
 
@@ -73,7 +73,7 @@ REPLAY_METHODS = frozenset(
 )
 
 ITERATIONS = 100
-# Statuses of a run that did not end normally (crfopt.runner); its weights mean nothing.
+# Statuses of a run that did not end normally (crfopt.bench.runner); its weights mean nothing.
 BAD_STATUSES = ("failed", "diverged")
 
 
@@ -92,7 +92,7 @@ def problems() -> dict[str, Any]:
 def run_methods(names: list[str]) -> dict[str, dict[str, Any]]:
     """Run each method for ITERATIONS iterations on both problems (the current path)."""
     import crfopt
-    from crfopt.runner import Budget, run
+    from crfopt.bench.runner import Budget, run
 
     reg = crfopt.get_registry()
     out: dict[str, dict[str, Any]] = {}
@@ -208,7 +208,7 @@ class Recorder:
 
 
 class _Proxy:
-    """Stands in for the kernel module that crfopt.problem calls as ``_impl``."""
+    """Stands in for the kernel module that crfopt.core.problem calls as ``_impl``."""
 
     def __init__(self, module: Any, rec: Recorder) -> None:
         for name in dir(module):
@@ -219,22 +219,22 @@ class _Proxy:
 
 def record(names: list[str]) -> dict[str, Any]:
     """Run ``names`` on the NumPy path, recording every kernel call."""
-    from crfopt._jit import JIT_ENABLED
+    from crfopt.kernels.jit import JIT_ENABLED
 
     if JIT_ENABLED:
         raise RuntimeError("record runs the NumPy kernels: set CRFOPT_DISABLE_JIT=1")
+    import crfopt.core.problem as problem_mod
     import crfopt.kernels as kernels
-    import crfopt.problem as problem_mod
-    from crfopt import _kernels_numpy
+    from crfopt.kernels import _numpy as _kernels_numpy
 
     rec = Recorder()
     wrapped = [n for n in kernels.__all__ if callable(getattr(kernels, n))]
     saved = {n: getattr(kernels, n) for n in wrapped}
     saved_impl = problem_mod._impl
     if saved_impl is not _kernels_numpy:
-        raise RuntimeError("crfopt.problem no longer serves the NumPy kernels as _impl")
+        raise RuntimeError("crfopt.core.problem no longer serves the NumPy kernels as _impl")
     import crfopt
-    from crfopt.runner import Budget, run
+    from crfopt.bench.runner import Budget, run
 
     runs: dict[str, dict[str, Any]] = {}
     try:
@@ -317,7 +317,7 @@ def replay(recording: dict[str, Any], max_reports: int = 20) -> dict[str, Any]:
     """
     import numba
 
-    from crfopt import _kernels_jit
+    from crfopt.kernels import _numba as _kernels_jit
 
     # One numba thread: on a loaded 2-core machine a parallel region of the batch kernels
     # costs ~20 ms of OpenMP waiting (37 µs on one thread) and the replay makes ~2000 such
@@ -375,7 +375,7 @@ def _replay(recording: dict[str, Any], impl: Any, max_reports: int) -> dict[str,
 
 def jit_side(recording: dict[str, Any]) -> dict[str, Any]:
     """What the JIT path contributes: the replay and the trajectory methods' runs."""
-    from crfopt._jit import JIT_ENABLED
+    from crfopt.kernels.jit import JIT_ENABLED
 
     if not JIT_ENABLED:
         raise RuntimeError("jit-side runs the compiled kernels: unset CRFOPT_DISABLE_JIT")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from crfopt.cli import main, parse_sets
+from crfopt.apps.cli import main, parse_sets
 
 
 def test_info_synthetic():
@@ -43,12 +43,12 @@ def test_every_command_documents_its_exit_codes(command):
 
 def test_ctrl_c_exits_130_in_every_command(tmp_path, monkeypatch):
     """Click's own default for KeyboardInterrupt is 1; scripts are promised 130."""
-    import crfopt.report
+    import crfopt.bench.report
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(crfopt.report, "make_report", interrupted)
+    monkeypatch.setattr(crfopt.bench.report, "make_report", interrupted)
     res = CliRunner().invoke(main, ["report", str(tmp_path), "--out", str(tmp_path / "r")])
     assert res.exit_code == 130, res.output
     assert "interrupted" in res.output

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from docs_examples import write_sgd_plugin
 
 import crfopt
-from crfopt.cli import main
-from crfopt.results import COLUMNS, result_files
+from crfopt.apps.cli import main
+from crfopt.bench.results import COLUMNS, result_files
 
 SCRIPTED = '''
 """Test plugin: a stochastic method that can sleep or raise, for grid tests."""

@@ -14,8 +14,7 @@ import pytest
 from docs_examples import write_sgd_plugin
 
 import crfopt
-from crfopt import hookspecs
-from crfopt.testing import (
+from crfopt.bench.conformance import (
     ConformanceError,
     Subject,
     check_initialization_cost,
@@ -24,6 +23,7 @@ from crfopt.testing import (
     checks_for,
     parametrize_with_checks,
 )
+from crfopt.optim import hookspecs
 
 _EXAMPLE_DIR = Path(tempfile.mkdtemp(prefix="crfopt-docs-plugin-"))
 write_sgd_plugin(_EXAMPLE_DIR)

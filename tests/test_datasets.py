@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 import crfopt
-from crfopt.cli import main
-from crfopt.data import ChecksumError, DataFile, fetch
+from crfopt.apps.cli import main
+from crfopt.data.sources import ChecksumError, DataFile, fetch
 
 from conftest import DATA_DIR
 

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 import crfopt
-from crfopt._jit import JIT_ENABLED
+from crfopt.kernels.jit import JIT_ENABLED
 
 SCRIPT = Path(__file__).with_name("kernel_replay.py")
 KINDS = ("sparse", "dense")

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from docs_examples import code_blocks, sgd_plugin_source, write_sgd_plugin
 
 import crfopt
-from crfopt.cli import main
+from crfopt.apps.cli import main
 
 
 def test_sgd_example_is_under_40_lines():

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import crfopt
-from crfopt.estimator import item_attributes
-from crfopt.model import Model, ModelFormatError
+from crfopt.apps.estimator import item_attributes
+from crfopt.apps.model import Model, ModelFormatError
 
 
 def _toy_corpus(n=80, seed=0):

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import crfopt
-from crfopt.fileio import atomic_write, current_umask
-from crfopt.results import empty_frame, write_run
+from crfopt.bench.results import empty_frame, write_run
+from crfopt.data.fileio import atomic_write, current_umask
 
 
 @pytest.fixture(params=[0o022, 0o077, 0o002])

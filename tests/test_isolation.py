@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from crfopt.paths import cache_dir
+from crfopt.data.paths import cache_dir
 
 
 def test_cache_is_the_sessions_own(tmp_path_factory):

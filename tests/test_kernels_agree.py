@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import crfopt
-from crfopt import _kernels_numpy as NP
 from crfopt import kernels
-from crfopt._jit import JIT_ENABLED
+from crfopt.kernels import _numpy as NP
+from crfopt.kernels.jit import JIT_ENABLED
 
 needs_jit = pytest.mark.skipif(
     not JIT_ENABLED,
@@ -38,7 +38,7 @@ def problem(request):
 
 
 def _jit():
-    from crfopt import _kernels_jit
+    from crfopt.kernels import _numba as _kernels_jit
 
     return _kernels_jit
 
@@ -201,12 +201,12 @@ def _parameters(fn) -> list[tuple[str, object]]:
 def test_twins_export_the_same_functions_with_the_same_signatures():
     """Every function either twin defines exists in the other with the same parameters.
 
-    crfopt.kernels re-exports the per-sequence API and crfopt.problem calls the batch_*
+    crfopt.kernels re-exports the per-sequence API and crfopt.core.problem calls the batch_*
     functions of whichever module is selected, so a name or parameter present in one
     twin only would break one mode only. Reading signatures compiles nothing.
     """
     pytest.importorskip("numba")
-    from crfopt import _kernels_jit as JT
+    from crfopt.kernels import _numba as JT
 
     jit_fns, np_fns = _public_functions(JT), _public_functions(NP)
     assert sorted(jit_fns) == sorted(np_fns)

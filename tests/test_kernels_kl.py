@@ -11,12 +11,13 @@ import itertools
 import numpy as np
 import pytest
 
-from crfopt import _kernels_numpy, kernels
-from crfopt._jit import JIT_ENABLED
+from crfopt import kernels
+from crfopt.kernels import _numpy as _kernels_numpy
+from crfopt.kernels.jit import JIT_ENABLED
 
 IMPLS = [pytest.param(_kernels_numpy, id="numpy")]
 if JIT_ENABLED:
-    from crfopt import _kernels_jit
+    from crfopt.kernels import _numba as _kernels_jit
 
     IMPLS.insert(0, pytest.param(_kernels_jit, id="jit"))
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from crfopt import _kernels_numpy
-from crfopt._jit import JIT_ENABLED
+from crfopt.kernels import _numpy as _kernels_numpy
+from crfopt.kernels.jit import JIT_ENABLED
 
 from conftest import enumerate_sequence, feature_vector, tiny_problem
 
 IMPLS = [pytest.param(_kernels_numpy, id="numpy")]
 if JIT_ENABLED:
-    from crfopt import _kernels_jit
+    from crfopt.kernels import _numba as _kernels_jit
 
     IMPLS.insert(0, pytest.param(_kernels_jit, id="jit"))
 

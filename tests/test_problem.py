@@ -297,7 +297,7 @@ def test_bad_input_is_a_clear_error():
 @pytest.mark.parametrize("init", ["gibbs", "mixture", "uniform"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_initial_duals_are_consistent_marginals(init, dtype, small_sparse):
-    from crfopt.dual import initial_dual
+    from crfopt.optim.dual import initial_dual
 
     p = small_sparse.with_lam(small_sparse.lam)
     mu = initial_dual(p, init, dtype=dtype)
@@ -319,7 +319,7 @@ def test_initial_duals_are_consistent_marginals(init, dtype, small_sparse):
 
 
 def test_log_mix_is_exact_at_the_ends():
-    from crfopt.dual import log_mix
+    from crfopt.optim.dual import log_mix
 
     a = np.log(np.array([0.2, 0.8]))
     b = np.log(np.array([0.6, 0.4]))

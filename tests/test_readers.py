@@ -12,8 +12,8 @@ import scipy.io
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crfopt.features import featurize, load_template
-from crfopt.readers import (
+from crfopt.data.features import featurize, load_template
+from crfopt.data.readers import (
     DataFormatError,
     read_conll,
     read_conllu,

@@ -9,8 +9,8 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 
-from crfopt.cli import main
-from crfopt.registry import PluginWarning, get_registry
+from crfopt.apps.cli import main
+from crfopt.optim.registry import PluginWarning, get_registry
 
 GOOD = """
 import crfopt

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import crfopt
-from crfopt.cli import main, parse_sets
-from crfopt.compare import parse_optimizer, split_list
-from crfopt.optimizer import ParameterError
+from crfopt.apps.cli import main, parse_sets
+from crfopt.bench.compare import parse_optimizer, split_list
+from crfopt.optim.contract import ParameterError
 
 FAULTY = '''
 """Test plugin whose failure mode is a parameter."""
@@ -152,7 +152,7 @@ def test_read_only_output_folder_fails_before_any_work(tmp_path, monkeypatch):
     import tempfile
 
     # crfopt.compare is also the function's name in the package namespace
-    compare_module = importlib.import_module("crfopt.compare")
+    compare_module = importlib.import_module("crfopt.bench.compare")
 
     ran = []
     real_mkstemp = tempfile.mkstemp
@@ -311,8 +311,8 @@ def _valid_inputs(tmp_path):
 def test_every_reader_turns_every_truncation_into_a_clear_error(tmp_path):
     """Cut each valid file at many points: each read succeeds or raises the reader's
     own error type with the file name in it — never a bare traceback."""
-    from crfopt.model import Model, ModelFormatError
-    from crfopt.readers import (
+    from crfopt.apps.model import Model, ModelFormatError
+    from crfopt.data.readers import (
         DataFormatError,
         read_conll,
         read_conllu,
@@ -352,7 +352,7 @@ def _write(path, data: bytes):
 @settings(max_examples=150, deadline=None)
 @given(st.binary(max_size=600))
 def test_model_loader_fuzz(tmp_path_factory, blob):
-    from crfopt.model import Model, ModelFormatError
+    from crfopt.apps.model import Model, ModelFormatError
 
     path = tmp_path_factory.mktemp("fuzz") / "m.crfopt"
     path.write_bytes(b"PK\x03\x04" + blob)

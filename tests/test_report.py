@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 import crfopt
-from crfopt.cli import main
-from crfopt.report import plot_frame
+from crfopt.apps.cli import main
+from crfopt.bench.report import plot_frame
 
 WARM = '''
 """Test plugin: 6 passes of full gradient descent in setup(), then SGD steps."""

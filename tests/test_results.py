@@ -7,7 +7,7 @@ import os
 import pandas as pd
 import pytest
 
-from crfopt.results import (
+from crfopt.bench.results import (
     COLUMNS,
     read_results,
     read_run_meta,
@@ -99,7 +99,7 @@ def _write_version1(path, meta):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from crfopt.results import INIT_COLUMNS, canonical_json
+    from crfopt.bench.results import INIT_COLUMNS, canonical_json
 
     frame = to_frame(_rows("old")).drop(columns=list(INIT_COLUMNS))
     table = pa.Table.from_pandas(frame, preserve_index=False)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import crfopt
-from crfopt.results import COLUMNS
-from crfopt.runner import Budget, Schedule, run
+from crfopt.bench.results import COLUMNS
+from crfopt.bench.runner import Budget, Schedule, run
 
 
 class _Scripted(crfopt.Optimizer):
@@ -94,7 +94,7 @@ def test_trace_has_schema_and_checkpoints(problem):
 
 def test_time_excludes_evaluation(problem, monkeypatch):
     """Evaluation is slowed down artificially; time_s must not see it."""
-    import crfopt.runner as runner_mod
+    import crfopt.bench.runner as runner_mod
 
     real = runner_mod.evaluate
 
@@ -122,7 +122,7 @@ def test_diverged(problem):
     res = run(problem, SPEC, params={"mode": "nan", "fail_at": 7}, budget=Budget(passes=3))
     assert res.status == "diverged"
     assert res.trace["status"].iloc[-1] == "diverged"
-    assert res.trace["primal"].iloc[-1] is crfopt.results.pd.NA or np.isnan(
+    assert res.trace["primal"].iloc[-1] is crfopt.bench.results.pd.NA or np.isnan(
         float(res.trace["primal"].astype(float).iloc[-1])
     )
 

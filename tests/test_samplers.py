@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from crfopt.samplers import (
+from crfopt.optim.samplers import (
     KINDS,
     Sampler,
     leaves_for,

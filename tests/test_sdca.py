@@ -12,7 +12,7 @@ import pytest
 
 import crfopt
 import crfopt_plugins.sdca as S
-from crfopt.dual import initial_dual
+from crfopt.optim.dual import initial_dual
 
 from conftest import scipy_optimum
 

@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import crfopt
-from crfopt.cli import main
-from crfopt.corpus import load_corpus
-from crfopt.model import Model
-from crfopt.readers import read_conll
-from crfopt.tagging import chunk_scores, read_input, tag_corpus, write_tagged
+from crfopt.apps.cli import main
+from crfopt.apps.model import Model
+from crfopt.apps.tagging import chunk_scores, read_input, tag_corpus, write_tagged
+from crfopt.data.corpus import load_corpus
+from crfopt.data.readers import read_conll
 
 # ----------------------------------------------------------------------------- conlleval
 
@@ -45,7 +45,7 @@ def test_chunk_scores_by_hand():
     ],
 )
 def test_chunk_boundaries_follow_conlleval(tags, chunks):
-    from crfopt.tagging import _chunks
+    from crfopt.apps.tagging import _chunks
 
     assert _chunks(tags) == chunks
 
@@ -69,7 +69,7 @@ def naive_iob_chunks(tags: list[str]) -> set[tuple[int, int, str]]:
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(["O", "B-A", "I-A", "B-B", "I-B"]), min_size=1, max_size=12))
 def test_chunks_agree_with_a_direct_reading(tags):
-    from crfopt.tagging import _chunks
+    from crfopt.apps.tagging import _chunks
 
     assert _chunks(tags) == naive_iob_chunks(tags)
 

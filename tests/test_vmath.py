@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crfopt.vmath import vexp, vlog
+from crfopt.kernels.vmath import vexp, vlog
 
 
 def _ulps(got, ref):

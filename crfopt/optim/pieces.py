@@ -36,9 +36,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import kernels
-from .._data import KernelData
-from .._jit import jit
+from crfopt import kernels
+from crfopt.kernels.arrays import KernelData
+from crfopt.kernels.jit import jit
 
 __all__ = [
     "RENORMALIZE_BELOW",

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._jit import JIT_ENABLED
-from .optimizer import Optimizer, OptimizerSpec, canonical_params, display_name
-from .problem import CRFProblem
-from .results import to_frame
+from crfopt.bench.results import to_frame
+from crfopt.core.problem import CRFProblem
+from crfopt.kernels.jit import JIT_ENABLED
+from crfopt.optim.contract import Optimizer, OptimizerSpec, canonical_params, display_name
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def warm_up(spec: OptimizerSpec, params: Mapping[str, Any], problem: CRFProblem)
     """
     if not JIT_ENABLED:
         return
-    from .synthetic import make_synthetic
+    from crfopt.core.synthetic import make_synthetic
 
     tiny = make_synthetic(
         n=6,
@@ -296,7 +296,7 @@ def run(
     """
     if isinstance(optimizer, str):
         if registry is None:
-            from .registry import get_registry
+            from crfopt.optim.registry import get_registry
 
             registry = get_registry()
         spec = registry.optimizer(optimizer)

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ._data import Sequences
-from .model import Model
-from .problem import CRFProblem
+from crfopt.apps.model import Model
+from crfopt.core.problem import CRFProblem
+from crfopt.kernels.arrays import Sequences
 
 
 def item_attributes(item: Any, prefix: str = "") -> Iterable[tuple[str, float]]:
@@ -123,7 +123,7 @@ class CRF:
     ----------
     classes_ : list of str
     attributes_ : list of str
-    model_ : crfopt.model.Model
+    model_ : crfopt.apps.model.Model
     training_log_ : pandas.DataFrame
         The runner's trace (primal, duality gap, counters… per checkpoint).
     """
@@ -177,8 +177,8 @@ class CRF:
 
     def fit(self, X: Sequence[Sequence[Any]], y: Sequence[Sequence[str]]) -> CRF:
         """Train on sentences X (lists of feature dicts) with label sequences y."""
-        from .registry import get_registry
-        from .runner import Budget, run
+        from crfopt.bench.runner import Budget, run
+        from crfopt.optim.registry import get_registry
 
         if len(X) != len(y):
             raise ValueError(f"X has {len(X)} sentences but y has {len(y)}")

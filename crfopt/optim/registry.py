@@ -40,9 +40,9 @@ from typing import Any
 
 import pluggy
 
-from . import hookspecs
-from .optimizer import OptimizerSpec
-from .problem import CRFProblem
+from crfopt.core.problem import CRFProblem
+from crfopt.optim import hookspecs
+from crfopt.optim.contract import OptimizerSpec
 
 BUILTIN_PACKAGES: tuple[str, ...] = ("crfopt_plugins", "crfopt_datasets")
 ENTRY_POINT_GROUP = "crfopt"
@@ -346,34 +346,6 @@ class Registry:
             f"{', '.join(sorted(table)) or '(none)'}{failed}"
         )
 
-    def is_corpus_path(self, name: str | os.PathLike[str]) -> bool:
-        """True when ``name`` is not a registered problem but a corpus file."""
-        key = os.fspath(name)
-        return key not in self.problems and Path(key).is_file()
-
-    def load_problem(self, name: str | os.PathLike[str], **params: Any) -> CRFProblem:
-        """Build a registered problem by name, or a user corpus from a file path."""
-        key = os.fspath(name)
-        if self.is_corpus_path(key):
-            from .corpus import load_corpus
-
-            check_corpus_params(params)
-            return load_corpus(key, **params)
-        return self.problem(key).create(**params)
-
-
-CORPUS_PARAMS = ("columns", "template", "test", "label", "encoding", "lam", "bias", "min_count")
-
-
-def check_corpus_params(params: Mapping[str, Any]) -> None:
-    """Reject parameters :func:`crfopt.corpus.load_corpus` does not take, listing the valid."""
-    unknown = sorted(set(params) - set(CORPUS_PARAMS))
-    if unknown:
-        raise ValueError(
-            f"corpus file: unknown parameter(s) {', '.join(map(repr, unknown))}; "
-            f"valid parameters: {', '.join(CORPUS_PARAMS)}"
-        )
-
 
 def get_registry(
     plugin_dirs: Iterable[str | os.PathLike[str]] = (), *, entry_points: bool = True
@@ -385,21 +357,3 @@ def get_registry(
         reg.load_entry_points()
     reg.load_plugin_dirs(plugin_dirs)
     return reg
-
-
-def load_problem(
-    name: str | os.PathLike[str],
-    *,
-    plugin_dirs: Iterable[str | os.PathLike[str]] = (),
-    **params: Any,
-) -> CRFProblem:
-    """Load a problem by registered name (``"ocr"``, ``"synthetic"``…) or corpus path.
-
-    Examples
-    --------
-    >>> import crfopt
-    >>> problem = crfopt.load_problem("synthetic", n=20, seed=1)
-    >>> problem.n
-    20
-    """
-    return get_registry(plugin_dirs).load_problem(name, **params)

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from . import kernels
-from ._jit import jit
-from .problem import CRFProblem, DualMarginals
+from crfopt import kernels
+from crfopt.core.problem import CRFProblem, DualMarginals
+from crfopt.kernels.jit import jit
 
 INITIALIZATIONS = ("gibbs", "mixture", "uniform")
 

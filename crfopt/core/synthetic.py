@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ._data import Sequences
-from .problem import CRFProblem
+from crfopt.core.problem import CRFProblem
+from crfopt.kernels.arrays import Sequences
 
 
 def _embeddings(
@@ -146,7 +146,7 @@ def make_synthetic(
     y_test = _sample_labels(test_problem, w_true, rng)
 
     meta: dict[str, Any] = {
-        "generator": "crfopt.synthetic.make_synthetic",
+        "generator": "crfopt.core.synthetic.make_synthetic",
         "params": {
             "n": n,
             "labels": labels,

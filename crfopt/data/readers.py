@@ -5,7 +5,7 @@ the file, the line (or the ``.mat`` variable) and what was expected. Gzip files 
 recognized by their magic bytes, whatever their name.
 
 A :class:`Corpus` is plain text data: sentences of tokens, each token a tuple of column
-strings. Feature templates (:mod:`crfopt.features`) turn it into a
+strings. Feature templates (:mod:`crfopt.data.features`) turn it into a
 :class:`crfopt.Sequences`.
 """
 

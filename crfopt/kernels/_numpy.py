@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .counters import FORWARD_CALLS, ORACLE_CALLS
+from crfopt.kernels.counters import FORWARD_CALLS, ORACLE_CALLS
 
 
 def _lse(x: np.ndarray, axis: int) -> np.ndarray:
@@ -314,6 +314,7 @@ def chain_entropy_linlog(nodes, edges, log_nodes, log_edges, T, K):
             cond = log_edges[: T - 1, :K, :K] - log_nodes[: T - 1, :K, None]
             H -= np.where(pe > 0.0, pe * cond, 0.0).sum()
     return float(H)
+
 
 def all_unary(data, w):
     U = emission_matrix(data, w)

@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .data import cached_problem, sha256_of
-from .features import Featurized, Template, featurize, load_template
-from .problem import CRFProblem
-from .readers import Corpus, DataFormatError, read_conll, read_conllu
+from crfopt.core.problem import CRFProblem
+from crfopt.data.features import Featurized, Template, featurize, load_template
+from crfopt.data.readers import Corpus, DataFormatError, read_conll, read_conllu
+from crfopt.data.sources import cached_problem, sha256_of
 
 
 def problem_from_featurized(

@@ -15,10 +15,17 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .corpus import _is_conllu
-from .features import Template, _token_attributes
-from .model import Model
-from .readers import CONLLU_COLUMNS, Corpus, DataFormatError, open_text, read_conll, read_conllu
+from crfopt.apps.model import Model
+from crfopt.data.corpus import _is_conllu
+from crfopt.data.features import Template, _token_attributes
+from crfopt.data.readers import (
+    CONLLU_COLUMNS,
+    Corpus,
+    DataFormatError,
+    open_text,
+    read_conll,
+    read_conllu,
+)
 
 
 class TaggingError(ValueError):

@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .fileio import atomic_write
+from crfopt.data.fileio import atomic_write
 
 SCHEMA_VERSION = 2
 
@@ -152,7 +152,7 @@ def provenance() -> dict[str, Any]:
     import numba
     import scipy
 
-    from ._version import __version__
+    from crfopt._version import __version__
 
     return {
         "crfopt": __version__,

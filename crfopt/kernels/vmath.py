@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from ._jit import JIT_ENABLED
+from crfopt.kernels.jit import JIT_ENABLED
 
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10

@@ -34,7 +34,7 @@ character), ``shortshape`` (repeats collapsed), ``length``, and the booleans
 ``istitle``, ``isupper``, ``islower``, ``isdigit``, ``hasdigit``, ``hashyphen``,
 ``ispunct``.
 
-Built-in templates: ``chunking``, ``ner``, ``pos`` (``crfopt/templates/*.toml``).
+Built-in templates: ``chunking``, ``ner``, ``pos`` (``crfopt/data/templates/*.toml``).
 """
 
 from __future__ import annotations
@@ -51,8 +51,8 @@ from typing import Any
 
 import numpy as np
 
-from ._data import Sequences
-from .readers import Corpus, DataFormatError
+from crfopt.data.readers import Corpus, DataFormatError
+from crfopt.kernels.arrays import Sequences
 
 #: Bump when featurization changes, so cached problems are rebuilt.
 FEATURIZER_VERSION = 1
@@ -238,7 +238,7 @@ def load_template(name_or_path: str | os.PathLike[str] | Template | Mapping[str,
     text_name = os.fspath(name_or_path)
     if text_name in BUILTIN_TEMPLATES:
         data = (
-            resources.files("crfopt")
+            resources.files("crfopt.data")
             .joinpath("templates", f"{text_name}.toml")
             .read_text(encoding="utf-8")
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ._jit import JIT_ENABLED
+from crfopt.kernels.jit import JIT_ENABLED
 
 _controller = None
 

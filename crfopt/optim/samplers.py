@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from ._jit import jit
+from crfopt.kernels.jit import jit
 
 KINDS: tuple[str, ...] = (
     "uniform",

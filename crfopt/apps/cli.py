@@ -19,9 +19,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ._parse import parse_value
-from ._version import __version__
-from .registry import Registry, UnknownNameError, get_registry
+from crfopt._version import __version__
+from crfopt.bench.problems import is_corpus_path, load_from
+from crfopt.optim.parse import parse_value
+from crfopt.optim.registry import Registry, UnknownNameError, get_registry
 
 # Tables are read in logs and CI output too, where rich would assume 80 columns.
 console = Console(stderr=False, highlight=False, width=None if sys.stdout.isatty() else 140)
@@ -114,7 +115,7 @@ def build_registry(plugin_dirs: Sequence[str]) -> Registry:
 
 def load_problem_cli(reg: Registry, name: str, params: dict[str, Any]):
     try:
-        return reg.load_problem(name, **params)
+        return load_from(reg, name, **params)
     except UnknownNameError as exc:
         raise click.BadParameter(str(exc), param_hint="--problem") from None
     except (ValueError, TypeError) as exc:
@@ -540,9 +541,9 @@ def compare_cmd(
     too); "init passes" and "init (s)" are the work of each optimizer's setup(), which
     `crfopt report` adds to its axes.
     """
-    from .compare import compare, split_list, unsuccessful_runs
-    from .optimizer import ParameterError
-    from .runner import Budget
+    from crfopt.bench.compare import compare, split_list, unsuccessful_runs
+    from crfopt.bench.runner import Budget
+    from crfopt.optim.contract import ParameterError
 
     problem_list = split_list(problems)
     overrides = parse_sets(sets)
@@ -550,7 +551,7 @@ def compare_cmd(
     extra = corpus_params(columns, template, test_path, label_column)
     if extra:
         reg0 = build_registry(plugin_dirs)
-        paths = [p for p in problem_list if reg0.is_corpus_path(p)]
+        paths = [p for p in problem_list if is_corpus_path(reg0, p)]
         if not paths:
             raise click.UsageError(
                 "--columns/--template/--test/--label apply to corpus files given as --problem PATH"
@@ -638,7 +639,7 @@ def optimum_cmd(
     problem_name: str, sets: Sequence[str], recompute: bool, tol: float, plugin_dirs: Sequence[str]
 ) -> None:
     """Compute (or show the cached) certified reference optimum P* of a problem."""
-    from .optimum import _cache_file, reference_optimum
+    from crfopt.bench.optimum import _cache_file, reference_optimum
 
     reg = build_registry(plugin_dirs)
     overrides = parse_sets(sets)
@@ -677,7 +678,7 @@ def fetch_cmd(
     names: Sequence[str], fetch_all: bool, force: bool, plugin_dirs: Sequence[str]
 ) -> None:
     """Download and verify the raw files of problems into the data cache."""
-    from .data import ChecksumError, fetch, locate, verify
+    from crfopt.data.sources import ChecksumError, fetch, locate, verify
 
     reg = build_registry(plugin_dirs)
     if fetch_all:
@@ -746,7 +747,7 @@ def fetch_cmd(
 )
 def report_cmd(results: str, out: str, formats: str, title: str | None, init_offset: bool) -> None:
     """Figures, a Markdown summary and a self-contained HTML page from RESULTS."""
-    from .report import make_report
+    from crfopt.bench.report import make_report
 
     try:
         rep = make_report(
@@ -807,9 +808,9 @@ def train_cmd(
     Example: crfopt train --problem conll2000 --optimizer sdca-gap --passes 30
     --model chunker.crfopt
     """
-    from .model import Model
-    from .optimizer import ParameterError
-    from .runner import Budget, run
+    from crfopt.apps.model import Model
+    from crfopt.bench.runner import Budget, run
+    from crfopt.optim.contract import ParameterError
 
     reg = build_registry(plugin_dirs)
     overrides = parse_sets(sets)
@@ -889,7 +890,7 @@ def train_cmd(
 
 
 def _load_model(path: str):
-    from .model import Model, ModelFormatError
+    from crfopt.apps.model import Model, ModelFormatError
 
     try:
         return Model.load(path)
@@ -898,8 +899,8 @@ def _load_model(path: str):
 
 
 def _read_for_model(model: Any, path: str, columns: str | None, encoding: str, labelled: bool):
-    from .readers import DataFormatError
-    from .tagging import TaggingError, read_input
+    from crfopt.apps.tagging import TaggingError, read_input
+    from crfopt.data.readers import DataFormatError
 
     try:
         return read_input(model, path, columns=columns, encoding=encoding, labelled=labelled)
@@ -949,7 +950,7 @@ def tag_cmd(
     the model's label field (xpos or upos). Example: crfopt tag --model chunker.crfopt
     test.txt > tagged.txt
     """
-    from .tagging import TaggingError, tag_corpus, write_tagged
+    from crfopt.apps.tagging import TaggingError, tag_corpus, write_tagged
 
     model = _load_model(model_path)
     corpus, fmt = _read_for_model(model, input_path, columns, encoding, labelled=False)
@@ -972,7 +973,7 @@ def evaluate_cmd(
     recall and F1 as CoNLL's conlleval counts them (for IOB/IOE label sets)."""
     import json
 
-    from .tagging import TaggingError, evaluate_corpus, is_chunk_tagset
+    from crfopt.apps.tagging import TaggingError, evaluate_corpus, is_chunk_tagset
 
     model = _load_model(model_path)
     corpus, _ = _read_for_model(model, input_path, columns, encoding, labelled=True)

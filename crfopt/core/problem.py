@@ -16,11 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from . import kernels as _kernels
-from ._data import KernelData, Sequences, Transpose, build_kernel_data, build_transpose
-from ._jit import JIT_ENABLED
-from ._threads import batch_threads
-from .counters import (
+from crfopt import kernels as _kernels
+from crfopt.kernels.arrays import (
+    KernelData,
+    Sequences,
+    Transpose,
+    build_kernel_data,
+    build_transpose,
+)
+from crfopt.kernels.counters import (
     FORWARD_CALLS,
     INIT_FORWARD_CALLS,
     INIT_ORACLE_CALLS,
@@ -28,11 +32,13 @@ from .counters import (
     Counters,
     new_counter_array,
 )
+from crfopt.kernels.jit import JIT_ENABLED
+from crfopt.kernels.threads import batch_threads
 
 if JIT_ENABLED:
-    from . import _kernels_jit as _impl
+    from crfopt.kernels import _numba as _impl
 else:
-    from . import _kernels_numpy as _impl
+    from crfopt.kernels import _numpy as _impl
 
 
 @dataclass(frozen=True)
@@ -867,7 +873,7 @@ class UncountedEvaluation:
     """P, ∇P and ν(w) without touching the counters: for the runner's trace evaluation.
 
     Optimizers must not use these; the conformance suite checks (through the audit cell
-    of :class:`~crfopt._data.KernelData`) that an optimizer's inference is all counted.
+    of :class:`~crfopt.kernels.arrays.KernelData`) that an optimizer's inference is all counted.
     """
 
     __slots__ = ("_p",)

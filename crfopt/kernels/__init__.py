@@ -49,8 +49,7 @@ distinct attributes ``data.support[lo:hi]`` with ``lo, hi = support_bounds(data,
 
 from __future__ import annotations
 
-from ._jit import JIT_ENABLED
-from .counters import (
+from crfopt.kernels.counters import (
     FORWARD_CALLS,
     INIT_FORWARD_CALLS,
     INIT_ORACLE_CALLS,
@@ -59,11 +58,12 @@ from .counters import (
     ORACLE_CALLS,
     UPDATES,
 )
+from crfopt.kernels.jit import JIT_ENABLED
 
 if JIT_ENABLED:
-    from . import _kernels_jit as _impl
+    from crfopt.kernels import _numba as _impl
 else:
-    from . import _kernels_numpy as _impl
+    from crfopt.kernels import _numpy as _impl
 
 oracle = _impl.oracle
 oracle_marginals = _impl.oracle_marginals

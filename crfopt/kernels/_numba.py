@@ -8,7 +8,7 @@ relative precision where the linear marginals would underflow. When a score tabl
 more than ``LOG_SPAN_LIMIT`` nats the scaled messages could underflow; that sequence then
 runs the max-shifted log-space recursion instead (§5.1), so scores of ±1e4 stay finite.
 
-Every function here has a twin with the same signature in :mod:`crfopt._kernels_numpy`;
+Every function here has a twin with the same signature in :mod:`crfopt.kernels._numpy`;
 tests hold the two to 1e-10. Counted entry points increment ``counters`` and the split's
 audit cell; the ``batch_*`` evaluation kernels are uncounted and only bump the audit cell.
 """
@@ -20,8 +20,8 @@ import math
 import numba
 import numpy as np
 
-from .counters import FORWARD_CALLS, ORACLE_CALLS
-from .vmath import vexp
+from crfopt.kernels.counters import FORWARD_CALLS, ORACLE_CALLS
+from crfopt.kernels.vmath import vexp
 
 # Beyond this span (max - min) of a unary row or of the transition table, scaled messages
 # may fall below the smallest double (e^-745) after a few products; use log space.

@@ -22,12 +22,13 @@ from typing import Any
 
 import pandas as pd
 
-from ._parse import parse_value
-from ._version import __version__
-from .optimizer import ParameterError, display_name
-from .registry import Registry, get_registry
-from .results import read_results, result_files, run_key, run_path, write_run
-from .runner import Budget, Schedule, run
+from crfopt._version import __version__
+from crfopt.bench.problems import is_corpus_path, load_from
+from crfopt.bench.results import read_results, result_files, run_key, run_path, write_run
+from crfopt.bench.runner import Budget, Schedule, run
+from crfopt.optim.contract import ParameterError, display_name
+from crfopt.optim.parse import parse_value
+from crfopt.optim.registry import Registry, get_registry
 
 BACKENDS = ("serial", "joblib", "dask")
 
@@ -131,12 +132,12 @@ def problem_identity(reg: Registry, name: str, params: Mapping[str, Any]) -> dic
 
 def load_problem_cached(reg: Registry, name: str, params: Mapping[str, Any]):
     """Load a problem once per process (workers run several runs of one problem)."""
-    from .results import canonical_json
+    from crfopt.bench.results import canonical_json
 
     key = canonical_json({"name": name, "params": dict(params)})
     if key not in _problem_cache:
         _problem_cache.clear()  # keep one problem in memory per worker
-        _problem_cache[key] = reg.load_problem(name, **params)
+        _problem_cache[key] = load_from(reg, name, **params)
     return _problem_cache[key]
 
 
@@ -154,7 +155,7 @@ def execute_task(
     if task.timeout is not None:
         return _execute_isolated(task, on_checkpoint)
     if task.threads is not None:
-        from ._jit import JIT_ENABLED
+        from crfopt.kernels.jit import JIT_ENABLED
 
         if JIT_ENABLED:
             import numba
@@ -190,7 +191,7 @@ def execute_task(
     if result.meta.get("p_star") is not None and "dual" in result.trace:
         duals = result.trace["dual"].dropna()
         if len(duals):
-            from .optimum import record_dual
+            from crfopt.bench.optimum import record_dual
 
             with contextlib.suppress(Exception):
                 record_dual(problem, float(duals.max()))
@@ -224,7 +225,7 @@ def _execute_isolated(
     import multiprocessing
     import time
 
-    from .results import to_frame
+    from crfopt.bench.results import to_frame
 
     ctx = multiprocessing.get_context("spawn")  # no inherited threads or locks
     recv_end, send_end = ctx.Pipe(duplex=False)
@@ -371,8 +372,8 @@ def plan_grid(
                     f"problem {prob!r}: unknown parameter(s) {', '.join(unknown)}; valid "
                     f"parameters: {', '.join(sorted(reg.problems[prob].defaults))}"
                 )
-        elif reg.is_corpus_path(prob):
-            from .registry import check_corpus_params
+        elif is_corpus_path(reg, prob):
+            from crfopt.bench.problems import check_corpus_params
 
             try:
                 check_corpus_params(params)
@@ -431,7 +432,7 @@ def _with_optimum(plan: GridPlan, reg: Registry, optimum: bool, progress: Any) -
     """Attach the cached (or freshly computed) P* of each problem to its pending runs."""
     if not optimum:
         return plan.pending
-    from .optimum import reference_optimum
+    from crfopt.bench.optimum import reference_optimum
 
     p_stars: dict[str, float] = {}
     out = []
@@ -547,7 +548,7 @@ def compare(
         happens in a child process that is killed if it hangs, and is stored as
         ``failed`` with the checkpoints it reached.
     reporter : object, optional
-        Progress callbacks (``crfopt.cli`` passes a rich display).
+        Progress callbacks (``crfopt.apps.cli`` passes a rich display).
 
     Examples
     --------

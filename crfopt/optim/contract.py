@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .problem import CRFProblem, DualMarginals
+from crfopt.core.problem import CRFProblem, DualMarginals
 
 CAPABILITIES = frozenset({"stochastic", "has_dual", "line_search", "gap_estimate"})
 PARAM_TYPES: tuple[type, ...] = (float, int, bool, str)

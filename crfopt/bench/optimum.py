@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import scipy.optimize
 
-from .fileio import atomic_write
-from .paths import cache_dir
-from .problem import CRFProblem
+from crfopt.core.problem import CRFProblem
+from crfopt.data.fileio import atomic_write
+from crfopt.data.paths import cache_dir
 
 
 @dataclass(frozen=True)

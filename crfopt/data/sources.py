@@ -9,7 +9,7 @@ mismatch is an error that leaves no file behind.
 
 Featurized problems are cached as ``.npz`` (arrays) plus UTF-8 JSON (dictionaries,
 metadata), keyed by the raw files' checksums, the template, the loader's parameters
-and :data:`crfopt.features.FEATURIZER_VERSION`; writes are atomic, so an interrupted
+and :data:`crfopt.data.features.FEATURIZER_VERSION`; writes are atomic, so an interrupted
 build never leaves a half-written cache entry.
 """
 
@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from .fileio import atomic_write
-from .paths import cache_dir
-from .problem import CRFProblem
+from crfopt.core.problem import CRFProblem
+from crfopt.data.fileio import atomic_write
+from crfopt.data.paths import cache_dir
 
 # 2: text problems carry their template and corpus layout (for `crfopt tag`)
 CACHE_FORMAT = 2
@@ -177,7 +177,7 @@ def _text(obj: Any) -> np.ndarray:
 
 
 def cache_key(parts: Mapping[str, Any]) -> str:
-    from .features import FEATURIZER_VERSION
+    from crfopt.data.features import FEATURIZER_VERSION
 
     payload = {"cache_format": CACHE_FORMAT, "featurizer": FEATURIZER_VERSION, **parts}
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]

@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from ._version import __version__
-from .fileio import atomic_write
+from crfopt._version import __version__
+from crfopt.data.fileio import atomic_write
 
 FORMAT = "crfopt-model"
 VERSION = 1
@@ -189,8 +189,8 @@ class Model:
         self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, lengths: np.ndarray
     ) -> np.ndarray:
         """Viterbi labels (ids) of sequences given as a CSR over their tokens."""
-        from ._data import Sequences
-        from .problem import CRFProblem
+        from crfopt.core.problem import CRFProblem
+        from crfopt.kernels.arrays import Sequences
 
         N = int(np.sum(lengths))
         problem = CRFProblem(

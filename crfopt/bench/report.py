@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .results import read_results
+from crfopt.bench.results import read_results
 
 THRESHOLDS = (1e-2, 1e-4, 1e-6)
 AXES = {

@@ -1,0 +1,837 @@
+"""Conformance suite: the promises every optimizer plugin keeps (STYLE.md §4).
+
+Every registered variant — built-in or third-party — is checked on tiny seeded problems.
+Checks are chosen by the variant's declared capabilities, never by its name.
+
+*Contract* checks must pass for every plugin: reproducibility, counting (ALGORITHMS.md
+§2, E10), all inference counted, no mutation of the problem, parameter validation, no
+global RNG, a block of k iterations equal to k single steps, a primal that decreases, a
+feasible dual state, clean behaviour at the end of a budget.
+
+*Quality* checks (convergence on a tiny problem) may be declared expected failures by a
+plugin author, each with a written reason; in strict mode an unexpected pass fails, so
+stale exemptions go.
+
+Use from pytest::
+
+    from crfopt.bench.conformance import parametrize_with_checks
+
+    @parametrize_with_checks(["my-sgd"], plugin_dirs=["my_plugins"])
+    def test_my_plugin(optimizer_name, check):
+        check()
+
+or without pytest: ``crfopt.testing.check_optimizer("my-sgd")`` returns one row per
+check with its outcome.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import random
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from crfopt.bench.runner import Budget, run
+from crfopt.core.problem import CRFProblem
+from crfopt.core.synthetic import make_synthetic
+from crfopt.optim.contract import Optimizer, OptimizerSpec, ParameterError
+from crfopt.optim.registry import Registry, get_registry
+
+
+class ConformanceError(AssertionError):
+    """A broken promise; the message starts with the variant name."""
+
+
+class NonFiniteError(ConformanceError):
+    """Weights, primal or dual became NaN or infinite: always a contract failure.
+
+    Raised by :func:`check_finite` and by the guards of every other check, so that a
+    diverging optimizer is reported as such instead of as, say, a seed dependence
+    (NaN ≠ NaN); it cannot be exempted, not even inside a quality check.
+    """
+
+
+@dataclass(frozen=True)
+class Subject:
+    """The variant under test and a factory for fresh instances."""
+
+    name: str
+    spec: OptimizerSpec
+
+    def make(self, problem: CRFProblem, seed: int = 0, **overrides: Any) -> Optimizer:
+        with problem.initialization():
+            return self.spec.create(problem, seed, overrides)
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self.spec.capabilities
+
+    def fail(self, promise: str, detail: str) -> ConformanceError:
+        return ConformanceError(f"{self.name}: {promise}: {detail}")
+
+    def non_finite(self, what: str, detail: str) -> NonFiniteError:
+        return NonFiniteError(f"{self.name}: {what} stay finite: {detail}")
+
+
+def _describe_nonfinite(x: np.ndarray) -> str:
+    nan = int(np.isnan(x).sum())
+    inf = int(np.isinf(x).sum())
+    return f"{nan} NaN and {inf} inf of {x.size} entries"
+
+
+def _block(s: Subject, opt: Optimizer, k: int) -> int:
+    """``opt.run_block(k)``, then the non-finite guard on the weights.
+
+    Every check advances optimizers through here, so that NaN weights are reported as
+    non-finite rather than as whatever comparison they happen to break first.
+    """
+    done = opt.run_block(k)
+    _guard_weights(s, opt)
+    return done
+
+
+def _guard_weights(s: Subject, opt: Optimizer) -> None:
+    w = np.asarray(opt.w, dtype=float)
+    if not np.all(np.isfinite(w)):
+        raise s.non_finite(
+            "weights",
+            f"non-finite weights ({_describe_nonfinite(w)}) after "
+            f"{opt.problem.counters.iterations} iterations",
+        )
+
+
+def _run(s: Subject, p: CRFProblem, **kwargs: Any) -> Any:
+    """:func:`crfopt.run` with the failure and non-finite guards of every check."""
+    res = run(p, s.spec, **kwargs)
+    if res.status == "failed":
+        raise s.fail("runs without error", res.meta.get("error_summary") or res.meta["error"])
+    t = res.trace
+    its = int(t["iterations"].iloc[-1])
+    if res.status == "diverged":
+        w = res.w
+        if w is not None and not np.all(np.isfinite(w)):
+            detail = (
+                f"non-finite weights ({_describe_nonfinite(w)}) at the checkpoint "
+                f"after {its} iterations"
+            )
+            raise s.non_finite("weights", detail)
+        raise s.non_finite(
+            "primal", f"non-finite primal P(w) at the checkpoint after {its} iterations"
+        )
+    if "dual" in t.columns:
+        dual = t["dual"].astype(float).to_numpy()
+        primal = t["primal"].astype(float).to_numpy()
+        bad = np.flatnonzero(np.isfinite(primal) & ~np.isfinite(dual))
+        if "has_dual" in s.capabilities and bad.size:
+            it = int(t["iterations"].iloc[bad[0]])
+            raise s.non_finite(
+                "dual", f"non-finite dual D(μ) = {dual[bad[0]]} after {it} iterations"
+            )
+    return res
+
+
+# ------------------------------------------------------------------------ tiny problems
+
+
+@functools.cache
+def _tiny(kind: str) -> CRFProblem:
+    if kind == "sparse":
+        return make_synthetic(n=12, labels=3, attributes=10, length=4, density=0.3, seed=11)
+    if kind == "dense":
+        return make_synthetic(
+            n=10, labels=3, attributes=6, length=3, density=0.4, dense=True, seed=12
+        )
+    if kind == "convex":  # strongly convex enough to converge quickly
+        return make_synthetic(
+            n=16, labels=3, attributes=8, length=4, density=0.3, seed=13, lam=0.05
+        )
+    raise KeyError(kind)
+
+
+def fresh(kind: str) -> CRFProblem:
+    """A fresh copy (own counters) of a tiny test problem."""
+    p = _tiny(kind)
+    return p.with_lam(p.lam)
+
+
+@functools.cache
+def _p_star(kind: str) -> float:
+    import scipy.optimize
+
+    p = _tiny(kind)
+    res = scipy.optimize.minimize(
+        p.uncounted.value_and_gradient,
+        p.zeros(),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 10000, "ftol": 0.0, "gtol": 1e-12, "maxcor": 30},
+    )
+    return float(p.uncounted.primal(res.x))
+
+
+def _data_digest(p: CRFProblem) -> str:
+    h = hashlib.sha256()
+    for name, value in p.data._asdict().items():
+        if name == "audit":
+            continue
+        h.update(name.encode())
+        h.update(
+            np.ascontiguousarray(value).tobytes()
+            if isinstance(value, np.ndarray)
+            else repr(value).encode()
+        )
+    h.update(np.asarray(p.truth_features).tobytes())
+    h.update(repr(p.lam).encode())
+    return h.hexdigest()
+
+
+def _counts(p: CRFProblem) -> dict[str, int]:
+    s = p.counters.snapshot()
+    return {
+        "oracle": s.oracle_calls,
+        "forward": s.forward_calls,
+        "updates": s.updates,
+        "iterations": s.iterations,
+        "init_oracle": s.init_oracle_calls,
+        "init_forward": s.init_forward_calls,
+    }
+
+
+def _trace_signature(frame: Any) -> list[tuple[Any, ...]]:
+    cols = [c for c in frame.columns if c not in ("time_s", "init_time_s")]  # wall clock
+    return [
+        tuple(None if _isna(v) else v for v in row) for row in frame[cols].itertuples(index=False)
+    ]
+
+
+def _isna(v: Any) -> bool:
+    try:
+        return bool(v is None or (isinstance(v, float) and math.isnan(v)) or v is _na())
+    except TypeError:
+        return False
+
+
+def _na() -> Any:
+    import pandas as pd
+
+    return pd.NA
+
+
+# ------------------------------------------------------------------------ contract checks
+
+
+FINITE_ITERATIONS = 120  # ten passes of a stochastic method on the sparse tiny problem
+FINITE_PASSES = 30.0  # the cap for batch methods (every iteration ≥ 1 pass)
+
+
+def check_finite(s: Subject) -> None:
+    """Weights, P(w) and (dual methods) D(μ) stay finite for a few passes.
+
+    Runs first, on the sparse and the dense tiny problem, inspecting the state after
+    setup and every few iterations (a quarter pass for stochastic methods, every
+    iteration for batch ones) for up to FINITE_ITERATIONS iterations or FINITE_PASSES
+    effective passes, and names what went non-finite and when.
+    """
+    for kind in ("sparse", "dense"):
+        p = fresh(kind)
+        opt = s.make(p, seed=0)
+        block = max(1, p.n // 4) if "stochastic" in s.capabilities else 1
+        done, last_ok = 0, 0
+        try:
+            while True:
+                _inspect_finite(s, p, opt, kind, done, last_ok)
+                last_ok = done
+                if done >= FINITE_ITERATIONS or p.counters.effective_passes >= FINITE_PASSES:
+                    break
+                k = opt.run_block(block)
+                done += k
+                if k == 0:  # converged
+                    _inspect_finite(s, p, opt, kind, done, last_ok)
+                    break
+        finally:
+            opt.close()
+
+
+def _inspect_finite(
+    s: Subject, p: CRFProblem, opt: Optimizer, kind: str, done: int, last_ok: int
+) -> None:
+    when = (
+        "after setup"
+        if done == 0
+        else f"after {done} iterations (finite after {last_ok}) on the {kind} tiny problem"
+    )
+    w = np.asarray(opt.w, dtype=float)
+    if not np.all(np.isfinite(w)):
+        raise s.non_finite("weights", f"non-finite weights ({_describe_nonfinite(w)}) {when}")
+    primal = p.uncounted.primal(w)
+    if not math.isfinite(primal):
+        raise s.non_finite("primal", f"non-finite primal P(w) = {primal} {when}")
+    if "has_dual" in s.capabilities:
+        mu = opt.dual_state()
+        if mu is not None:
+            dual = p.dual(mu)
+            if not math.isfinite(dual):
+                raise s.non_finite("dual", f"non-finite dual D(μ) = {dual} {when}")
+        dv = opt.dual_value()
+        if dv is not None and not math.isfinite(dv):
+            raise s.non_finite("dual", f"non-finite incremental dual value {dv} {when}")
+
+
+def check_initialization_cost(s: Subject) -> None:
+    """setup() does at most the declared initialization work, ``Cost.init_passes``."""
+    declared = s.spec.cls.cost.init_passes
+    for kind in ("sparse", "dense"):
+        p = fresh(kind)
+        opt = s.make(p, seed=0)
+        opt.close()
+        c = _counts(p)
+        if c["oracle"] or c["forward"] or c["iterations"] or c["updates"]:
+            raise s.fail(
+                "initialization work is counted apart",
+                f"after construction: {c} (only init_* counters may move)",
+            )
+        passes = (c["init_oracle"] + c["init_forward"]) / p.n
+        if passes > declared + 1e-12:
+            raise s.fail(
+                "initialization costs at most the declared Cost.init_passes",
+                f"setup() did {passes:g} effective passes ({c['init_oracle']} oracle + "
+                f"{c['init_forward']} forward calls, n = {p.n}) on the {kind} tiny problem; "
+                f"declared init_passes = {declared:g}",
+            )
+
+
+def check_reproducible(s: Subject) -> None:
+    """Same seed → identical trace (every column but time) and identical final w."""
+    traces, ws = [], []
+    for _ in range(2):
+        p = fresh("sparse")
+        res = _run(s, p, seed=3, budget=Budget(passes=2), checkpoints="every:0.5")
+        traces.append(_trace_signature(res.trace))
+    if traces[0] != traces[1]:
+        raise s.fail("same seed gives the same trace", "two runs with seed 3 differ")
+    for _ in range(2):
+        p = fresh("dense")
+        opt = s.make(p, seed=5)
+        _block(s, opt, 5)
+        ws.append(np.array(opt.w))
+        opt.close()
+    if not np.array_equal(ws[0], ws[1]):
+        raise s.fail("same seed gives the same weights", "dense problem, 5 iterations")
+
+
+def check_different_seeds_differ(s: Subject) -> None:
+    """Stochastic variants: another seed gives another sequence of iterates."""
+    ws = []
+    for seed in (0, 1):
+        p = fresh("sparse")
+        opt = s.make(p, seed=seed)
+        _block(s, opt, p.n)
+        ws.append(np.array(opt.w))
+        opt.close()
+    if np.array_equal(ws[0], ws[1]):
+        raise s.fail("seeds matter", "seeds 0 and 1 gave identical weights after one epoch")
+
+
+def check_block_equals_steps(s: Subject) -> None:
+    """run_block(k) does exactly what k calls of step() do."""
+    p1, p2 = fresh("sparse"), fresh("sparse")
+    a, b = s.make(p1, seed=2), s.make(p2, seed=2)
+    k = 7
+    try:
+        done = _block(s, a, k)
+        for _ in range(done):
+            b.step()
+        _guard_weights(s, b)
+        np.testing.assert_allclose(a.w, b.w, rtol=1e-12, atol=1e-14)
+    except NonFiniteError:
+        raise
+    except AssertionError as exc:
+        raise s.fail("a block of k iterations equals k steps", str(exc)) from None
+    finally:
+        a.close()
+        b.close()
+    if _counts(p1) != _counts(p2):
+        raise s.fail(
+            "a block of k iterations equals k steps",
+            f"counters differ: {_counts(p1)} vs {_counts(p2)}",
+        )
+
+
+def check_counts_per_iteration(s: Subject) -> None:
+    """Each iteration costs what the variant declares (ALGORITHMS.md §2, E10)."""
+    p = fresh("sparse")
+    opt = s.make(p, seed=1)
+    cost = type(opt).cost
+    unit = p.n if cost.per_pass else 1
+    try:
+        for it in range(3 * p.n if "stochastic" in s.capabilities else 4):
+            before = _counts(p)
+            done = _block(s, opt, 1)
+            after = _counts(p)
+            if done == 0 and opt.converged:
+                break
+            if done != 1 or after["iterations"] - before["iterations"] != 1:
+                raise s.fail(
+                    "iterations are counted",
+                    f"run_block(1) returned {done}, iterations +"
+                    f"{after['iterations'] - before['iterations']}",
+                )
+            for key, (lo, hi) in (
+                ("oracle", cost.oracle_calls),
+                ("forward", cost.forward_calls),
+                ("updates", cost.updates),
+            ):
+                delta = after[key] - before[key]
+                scale = unit if key != "updates" else 1
+                if delta < lo * scale or (hi is not None and delta > hi * scale):
+                    raise s.fail(
+                        "work per iteration matches the declared cost",
+                        f"iteration {it}: {key} +{delta}, declared [{lo}, {hi}]"
+                        f"{' × n' if scale > 1 else ''}",
+                    )
+                if cost.per_pass and key != "updates" and delta % p.n:
+                    raise s.fail(
+                        "batch work comes in whole passes",
+                        f"iteration {it}: {key} +{delta} with n = {p.n}",
+                    )
+            if after["init_oracle"] != before["init_oracle"]:
+                raise s.fail(
+                    "initialization work is counted apart",
+                    "init_oracle_calls changed after construction",
+                )
+    finally:
+        opt.close()
+
+
+def check_inference_is_counted(s: Subject) -> None:
+    """Every forward–backward the optimizer runs goes through a counted entry point."""
+    p = fresh("sparse")
+    before_audit = int(p.data.audit[0])
+    opt = s.make(p, seed=0)
+    _block(s, opt, 2 * p.n if "stochastic" in s.capabilities else 3)
+    opt.w  # noqa: B018
+    opt.close()
+    audited = int(p.data.audit[0]) - before_audit
+    c = _counts(p)
+    counted = c["oracle"] + c["forward"] + c["init_oracle"] + c["init_forward"]
+    if audited != counted:
+        raise s.fail(
+            "all inference goes through counted oracles",
+            f"{audited} forward–backward executions but {counted} counted calls",
+        )
+
+
+def check_problem_unchanged(s: Subject) -> None:
+    """Running changes nothing in the problem but its counters."""
+    p = fresh("sparse")
+    digest = _data_digest(p)
+    opt = s.make(p, seed=0)
+    _block(s, opt, p.n)
+    opt.close()
+    if _data_digest(p) != digest:
+        raise s.fail("the problem is not mutated", "data, features or λ changed")
+
+
+def check_rejects_unknown_parameter(s: Subject) -> None:
+    """An unknown parameter is an error that lists the valid ones."""
+    try:
+        s.spec.resolve({"no_such_parameter_xyz": 1})
+    except ParameterError as exc:
+        msg = str(exc)
+        missing = [k for k in s.spec.cls.parameters if k not in msg]
+        if "no_such_parameter_xyz" not in msg or missing:
+            raise s.fail("parameter errors list the valid names", msg) from None
+    else:
+        raise s.fail("unknown parameters are rejected", "no error for no_such_parameter_xyz")
+    for name, param in s.spec.cls.parameters.items():
+        if param.type in (int, float):
+            try:
+                s.spec.resolve({name: "not-a-number"})
+            except ParameterError:
+                continue
+            raise s.fail("ill-typed parameters are rejected", f"{name}='not-a-number' accepted")
+
+
+def check_no_global_rng(s: Subject) -> None:
+    """No use of NumPy's or Python's global random state (ALGORITHMS.md §3.0).
+
+    The check seeds both global generators; it restores their states afterwards, so
+    that it does not reseed the caller's (or the next test's) random streams.
+    """
+    saved_np, saved_py = np.random.get_state(), random.getstate()
+    try:
+        _check_no_global_rng(s)
+    finally:
+        np.random.set_state(saved_np)
+        random.setstate(saved_py)
+
+
+def _check_no_global_rng(s: Subject) -> None:
+    np.random.seed(12345)
+    random.seed(12345)
+    np_state = np.random.get_state()[1].copy()
+    py_state = random.getstate()
+    p = fresh("sparse")
+    opt = s.make(p, seed=0)
+    _block(s, opt, p.n)
+    w1 = np.array(opt.w)
+    opt.close()
+    if not np.array_equal(np.random.get_state()[1], np_state) or random.getstate() != py_state:
+        raise s.fail("no global RNG", "the global random state was consumed")
+    np.random.seed(999)
+    random.seed(999)
+    p = fresh("sparse")
+    opt = s.make(p, seed=0)
+    _block(s, opt, p.n)
+    w2 = np.array(opt.w)
+    opt.close()
+    if not np.array_equal(w1, w2):
+        raise s.fail("no global RNG", "results depend on the global seed")
+
+
+def check_primal_decreases(s: Subject) -> None:
+    """On a tiny strongly convex problem the objective falls, on average."""
+    p = fresh("convex")
+    res = _run(s, p, seed=0, budget=Budget(passes=10), checkpoints="every:1")
+    primal = res.trace["primal"].astype(float).to_numpy()
+    primal = primal[np.isfinite(primal)]
+    if len(primal) < 3:
+        raise s.fail("the objective decreases", f"only {len(primal)} finite checkpoints")
+    third = max(1, len(primal) // 3)
+    if not (primal[-1] < primal[0] and primal[-third:].mean() < primal[:third].mean()):
+        raise s.fail("the objective decreases", f"P went {primal[0]:.6g} → {primal[-1]:.6g}")
+
+
+def check_dual_state(s: Subject) -> None:
+    """Dual variables are consistent marginals, w = ŵ(μ), and the true gap is ≥ 0."""
+    p = fresh("sparse")
+    opt = s.make(p, seed=0)
+    try:
+        _block(s, opt, p.n)
+        mu = opt.dual_state()
+        if mu is None:
+            raise s.fail("has_dual variants expose dual_state()", "got None")
+        ln = np.asarray(mu.log_nodes, dtype=float)
+        le = np.asarray(mu.log_edges, dtype=float)
+        if ln.max(initial=-np.inf) > 1e-12 or le.max(initial=-np.inf) > 1e-12:
+            raise s.fail("dual marginals are probabilities", "a log-marginal is positive")
+        nodes = np.exp(ln)
+        if not np.allclose(nodes.sum(axis=1), 1.0, atol=1e-8):
+            raise s.fail(
+                "node marginals sum to one", f"max error {abs(nodes.sum(1) - 1).max():.3g}"
+            )
+        offs = p.data.offsets
+        for i in range(p.n):
+            lo, hi = int(offs[i]), int(offs[i + 1])
+            edges = np.exp(le[lo - i : hi - i - 1])
+            for t in range(hi - lo - 1):
+                if not (
+                    np.allclose(edges[t].sum(axis=1), nodes[lo + t], atol=1e-8)
+                    and np.allclose(edges[t].sum(axis=0), nodes[lo + t + 1], atol=1e-8)
+                ):
+                    raise s.fail("edge and node marginals are consistent", f"sequence {i}, t={t}")
+        w_hat = p.conjugate_weights(mu)
+        w = np.asarray(opt.w)
+        if not np.allclose(w, w_hat, rtol=1e-6, atol=1e-8 * max(1.0, np.abs(w_hat).max())):
+            raise s.fail("w = ŵ(μ)", f"max difference {np.abs(w - w_hat).max():.3g}")
+        gap = p.uncounted.primal(w) - p.dual(mu)
+        if gap < -1e-10:
+            raise s.fail("the duality gap is ≥ 0", f"gap = {gap:.3g}")
+        dv = opt.dual_value()
+        if dv is not None and not math.isclose(dv, p.dual(mu), rel_tol=1e-6, abs_tol=1e-9):
+            raise s.fail("the incremental dual value is D(μ)", f"{dv} vs {p.dual(mu)}")
+    finally:
+        opt.close()
+
+
+def check_gap_estimate(s: Subject) -> None:
+    """A declared gap estimate is a finite non-negative number."""
+    p = fresh("sparse")
+    opt = s.make(p, seed=0)
+    _block(s, opt, p.n)
+    g = opt.gap_estimate()
+    opt.close()
+    if g is None or not math.isfinite(g) or g < 0:
+        raise s.fail("gap_estimate() is finite and ≥ 0", f"got {g!r}")
+
+
+def check_budget_end(s: Subject) -> None:
+    """The runner stops cleanly at the budget; counters and time never go backwards."""
+    for budget in (
+        Budget(passes=1.5),
+        Budget(passes=None, updates=5),
+        Budget(passes=None, oracle_calls=30),
+    ):
+        p = fresh("sparse")
+        res = _run(s, p, seed=0, budget=budget)
+        if res.status not in ("budget", "converged"):
+            raise s.fail(
+                "ends with status budget",
+                f"{budget.as_dict()}: {res.status} {res.meta.get('error_summary', '')}",
+            )
+        t = res.trace
+        for col in ("oracle_calls", "forward_calls", "updates", "iterations", "time_s"):
+            vals = t[col].astype(float).to_numpy()
+            if np.any(np.diff(vals) < 0):
+                raise s.fail("traces are monotone", f"{col} decreases")
+        last = t.iloc[-1]
+        reached = {
+            "effective_passes": budget.passes,
+            "updates": budget.updates,
+            "oracle_calls": budget.oracle_calls,
+        }
+        for col, limit in reached.items():
+            if limit is not None and res.status == "budget" and last[col] < limit - 1e-9:
+                raise s.fail("runs until the budget", f"stopped at {col} = {last[col]} < {limit}")
+        if (t["status"].iloc[:-1] != "running").any():
+            raise s.fail("only the last row carries the final status", str(list(t["status"])))
+
+
+# ------------------------------------------------------------------------ quality checks
+
+
+def check_converges_on_tiny_problem(s: Subject, tol: float = 1e-6, passes: float = 200) -> None:
+    """Reaches (P - P*)/P(0) ≤ 1e-6 within 200 passes on a tiny well-conditioned problem."""
+    p = fresh("convex")
+    p_star = _p_star("convex")
+    res = _run(
+        s,
+        p,
+        seed=0,
+        budget=Budget(passes=passes, target_suboptimality=tol * p.primal_at_zero()),
+        p_star=p_star,
+        checkpoints="every:2",
+    )
+    sub = res.trace["suboptimality"].astype(float).min()
+    if not sub <= tol * p.primal_at_zero():
+        raise s.fail(
+            "converges on a tiny problem",
+            f"best (P-P*)/P(0) = {sub / p.primal_at_zero():.3g} after {passes} passes "
+            f"(wanted ≤ {tol:g})",
+        )
+
+
+CONTRACT_CHECKS: tuple[Callable[[Subject], None], ...] = (
+    check_finite,  # first: a diverging optimizer is reported as such
+    check_initialization_cost,
+    check_reproducible,
+    check_block_equals_steps,
+    check_counts_per_iteration,
+    check_inference_is_counted,
+    check_problem_unchanged,
+    check_rejects_unknown_parameter,
+    check_no_global_rng,
+    check_primal_decreases,
+    check_budget_end,
+)
+CAPABILITY_CHECKS: dict[str, tuple[Callable[[Subject], None], ...]] = {
+    "stochastic": (check_different_seeds_differ,),
+    "has_dual": (check_dual_state,),
+    "gap_estimate": (check_gap_estimate,),
+}
+QUALITY_CHECKS: tuple[Callable[[Subject], None], ...] = (check_converges_on_tiny_problem,)
+
+
+def checks_for(spec: OptimizerSpec) -> list[tuple[str, Callable[[Subject], None]]]:
+    """(category, check) pairs applicable to a variant, chosen by its capabilities."""
+    out = [("contract", c) for c in CONTRACT_CHECKS]
+    for cap, extra in CAPABILITY_CHECKS.items():
+        if cap in spec.capabilities:
+            out.extend(("contract", c) for c in extra)
+    out.extend(("quality", c) for c in QUALITY_CHECKS)
+    return out
+
+
+def _registry(plugin_dirs: Sequence[str]) -> Registry:
+    return get_registry(plugin_dirs)
+
+
+def _check_expected(name: str, spec: OptimizerSpec, expected: Mapping[str, str]) -> dict[str, str]:
+    """Validate one variant's exemptions: known, applicable quality checks only.
+
+    A misspelled key would otherwise exempt nothing and go unnoticed (a strict xfail
+    only fires for a check that exists).
+    """
+    categories = {c.__name__: cat for cat, c in checks_for(spec)}
+    unknown = sorted(set(expected) - set(categories))
+    if unknown:
+        raise ValueError(
+            f"{name}: expected_failed_checks names no check of this variant: "
+            f"{', '.join(unknown)}; its checks are {', '.join(categories)}"
+        )
+    contract = sorted(k for k in expected if categories[k] != "quality")
+    if contract:
+        raise ValueError(
+            f"{name}: {', '.join(contract)} is a contract check and cannot be exempted "
+            f"(only quality checks can: "
+            f"{', '.join(k for k, v in categories.items() if v == 'quality')})"
+        )
+    return dict(expected)
+
+
+class CheckResults(list):
+    """The rows of :func:`check_optimizer`, with a count of what ran.
+
+    A plain list of dicts (``check``, ``category``, ``outcome``, ``message``) plus
+    :attr:`summary`, so that a green result cannot hide a check that never ran.
+    """
+
+    def __init__(self, name: str, rows: Iterable[dict[str, Any]]) -> None:
+        super().__init__(rows)
+        self.name = name
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for row in self:
+            out[row["outcome"]] = out.get(row["outcome"], 0) + 1
+        return out
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        """Rows that fail a run: ``failed`` and (strict exemptions) ``xpass``."""
+        return [r for r in self if r["outcome"] in ("failed", "xpass")]
+
+    @property
+    def summary(self) -> str:
+        """``sdca-gap: 15 checks: 14 passed, 1 xfail``."""
+        order = ("passed", "failed", "xfail", "xpass")
+        parts = [f"{self.counts[k]} {k}" for k in order if k in self.counts]
+        return f"{self.name}: {len(self)} checks: {', '.join(parts)}"
+
+
+def check_optimizer(
+    name: str,
+    *,
+    plugin_dirs: Sequence[str] = (),
+    expected_failed_checks: Mapping[str, str] | None = None,
+    verbose: bool = True,
+) -> CheckResults:
+    """Run every applicable check on one variant without pytest.
+
+    Returns rows ``{"check", "category", "outcome", "message"}`` with outcome ``passed``,
+    ``failed``, ``xfail`` (an expected failure, with its reason) or ``xpass``, in a
+    :class:`CheckResults` list whose ``summary`` counts them; with ``verbose`` the
+    summary and every failure are printed.
+
+    A check that raises anything, not only a broken promise, is a ``failed`` row whose
+    message names the exception type. Non-finite weights, primal or dual fail even in
+    an exempted check. ``expected_failed_checks`` keys must name quality checks of this
+    variant (:class:`ValueError` otherwise).
+    """
+    spec = _registry(plugin_dirs).optimizer(name)
+    subject = Subject(name, spec)
+    expected = _check_expected(name, spec, expected_failed_checks or {})
+    rows = []
+    for category, check in checks_for(spec):
+        exempt = check.__name__ in expected
+        try:
+            check(subject)
+        except NonFiniteError as exc:
+            outcome, message = "failed", str(exc)
+        except AssertionError as exc:
+            outcome = "xfail" if exempt else "failed"
+            message = str(exc)
+            if exempt:
+                message = f"{message} (expected: {expected[check.__name__]})"
+        except Exception as exc:  # a crash is a failure, whatever its type
+            outcome = "failed"
+            message = f"{name}: {check.__name__} raised {type(exc).__name__}: {exc}"
+        else:
+            outcome = "xpass" if exempt else "passed"
+            message = expected.get(check.__name__, "")
+        rows.append(
+            {"check": check.__name__, "category": category, "outcome": outcome, "message": message}
+        )
+    results = CheckResults(name, rows)
+    if verbose:
+        print(results.summary)
+        for row in results.failed:
+            print(f"  {row['outcome']}: {row['check']}: {row['message']}")
+    return results
+
+
+def _exempted(check: Callable[[], None]) -> Callable[[], None]:
+    """An exempted quality check whose non-finite failures still fail the test.
+
+    ``xfail(raises=AssertionError)`` would swallow a :class:`NonFiniteError`, so it is
+    turned into ``pytest.fail`` (not an AssertionError), which the mark does not accept.
+    """
+    import pytest
+
+    @functools.wraps(check)
+    def wrapper() -> None:
+        try:
+            check()
+        except NonFiniteError as exc:
+            pytest.fail(f"{exc} (non-finite values cannot be exempted)", pytrace=False)
+
+    return wrapper
+
+
+def parametrize_with_checks(
+    names: Iterable[str] | None = None,
+    *,
+    plugin_dirs: Sequence[str] = (),
+    expected_failed_checks: Mapping[str, Mapping[str, str]] | None = None,
+) -> Callable[[Any], Any]:
+    """A pytest ``parametrize`` decorator over (variant, check) pairs.
+
+    Parameters
+    ----------
+    names : iterable of str, optional
+        Variants to check; default: every registered optimizer.
+    plugin_dirs : sequence of paths
+        Where to find third-party plugin files.
+    expected_failed_checks : {variant: {check name: reason}}
+        Quality checks a variant is known to fail, each with its reason; contract
+        checks cannot be exempted, and a variant or check name that does not exist is a
+        :class:`ValueError`. Expected failures are strict: if one passes, the test
+        fails so that the exemption is removed. Non-finite weights, primal or dual fail
+        even an exempted check.
+
+    The decorated test receives ``optimizer_name`` and ``check``; call ``check()``.
+    Test ids read ``sdca-gap-check_counts_per_iteration``. The decorated function gets
+    an attribute ``conformance_counts``, {variant: number of checks}, so that a test
+    can show and assert how many checks each variant runs.
+    """
+    import pytest
+
+    reg = _registry(plugin_dirs)
+    selected = sorted(reg.optimizers) if names is None else list(names)
+    raw = {k: dict(v) for k, v in (expected_failed_checks or {}).items()}
+    unknown = sorted(set(raw) - set(reg.optimizers))
+    if unknown:
+        raise ValueError(
+            f"expected_failed_checks names unknown optimizer(s) {', '.join(unknown)}; "
+            f"registered: {', '.join(sorted(reg.optimizers))}"
+        )
+    params = []
+    counts: dict[str, int] = {}
+    for name in selected:
+        spec = reg.optimizer(name)
+        subject = Subject(name, spec)
+        expected = _check_expected(name, spec, raw.get(name, {}))
+        checks = checks_for(spec)
+        counts[name] = len(checks)
+        for _category, check in checks:
+            marks = []
+            bound: Callable[[], None] = functools.partial(check, subject)
+            reason = expected.get(check.__name__)
+            if reason is not None:
+                marks.append(pytest.mark.xfail(reason=reason, strict=True, raises=AssertionError))
+                bound = _exempted(bound)
+            params.append(pytest.param(name, bound, id=f"{name}-{check.__name__}", marks=marks))
+    mark = pytest.mark.parametrize(("optimizer_name", "check"), params)
+
+    def decorate(test: Any) -> Any:
+        test = mark(test)
+        test.conformance_counts = dict(counts)
+        return test
+
+    return decorate

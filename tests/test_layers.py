@@ -1,0 +1,209 @@
+"""The dependency rule of docs/architecture.md, enforced on every import in the code.
+
+Layers are subpackages of ``crfopt``; an import may only point down the table below or
+stay in its own layer. Function-level imports count as much as module-level ones (a
+lazy import is still a dependency). Plugins and dataset modules use the public API only.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "crfopt"
+
+#: layer → the layers it may import (besides itself). kernels ← core ← optim ← bench ← apps,
+#: with data beside core (it produces problems; only bench and apps use it).
+ALLOWED: dict[str, frozenset[str]] = {
+    "kernels": frozenset(),
+    "core": frozenset({"kernels"}),
+    "data": frozenset({"core", "kernels"}),
+    "optim": frozenset({"core", "kernels"}),
+    "bench": frozenset({"optim", "core", "data", "kernels"}),
+    "apps": frozenset({"bench", "optim", "core", "data", "kernels"}),
+}
+#: top-level modules of the package and the layer they belong to.
+TOP_LEVEL = {"__main__": "apps", "testing": "bench"}
+#: modules any layer may import: the version string.
+NEUTRAL = {"crfopt._version"}
+
+
+def imported_modules(source: str, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """(line, absolute module) of every import in ``source``, at any depth.
+
+    ``from X import name`` yields ``X.name`` when that is a module of the package (a
+    submodule import), else ``X``; imports under ``if TYPE_CHECKING:`` are skipped (no
+    run-time edge).
+    """
+    tree = ast.parse(source)
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for sub in node.body:
+                skip.update(id(n) for n in ast.walk(sub))
+    package = module if is_package else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1])
+                target = f"{base}.{node.module}" if node.module else base
+            else:
+                target = node.module or ""
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                out.append((node.lineno, sub if _is_module(sub) else target))
+    return out
+
+
+def _is_module(dotted: str) -> bool:
+    """Whether ``a.b.c`` names a module or package of this repository's crfopt."""
+    parts = dotted.split(".")
+    if parts[0] != "crfopt":
+        return False
+    base = REPO.joinpath(*parts)
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "crfopt" or len(parts) == 1:
+        return None
+    return TOP_LEVEL.get(parts[1], parts[1] if parts[1] in ALLOWED else None)
+
+
+def violations_in(source: str, module: str, is_package: bool = False) -> list[str]:
+    """Wrong-way imports of one module of the package, as readable lines."""
+    own = layer_of(module)
+    bad = []
+    for line, target in imported_modules(source, module, is_package):
+        if not target.startswith("crfopt") or target in NEUTRAL:
+            continue
+        if target.split(".")[0] != "crfopt":
+            continue
+        if target == "crfopt" or (target.count(".") == 1 and layer_of(target) is None):
+            if target.partition(".")[2] not in ("_version",):
+                bad.append(f"{module}:{line}: imports the facade {target!r}; import the module")
+            continue
+        dest = layer_of(target)
+        if dest is None or dest == own:
+            continue
+        if own is None or dest not in ALLOWED[own]:
+            bad.append(f"{module}:{line}: {own} must not import {dest} ({target})")
+    return bad
+
+
+def package_modules() -> list[tuple[Path, str, bool]]:
+    out = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(REPO).with_suffix("")
+        parts = list(rel.parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        out.append((path, ".".join(parts), is_package))
+    return out
+
+
+def test_every_module_belongs_to_a_layer():
+    stray = [
+        m
+        for _, m, _ in package_modules()
+        if m not in ("crfopt", "crfopt._version") and layer_of(m) is None
+    ]
+    assert not stray, f"modules outside the layers of docs/architecture.md: {stray}"
+
+
+def test_imports_point_down_the_layers():
+    bad = []
+    for path, module, is_package in package_modules():
+        if module == "crfopt":
+            continue  # the lazy facade: imports only _version at run time (checked below)
+        bad.extend(violations_in(path.read_text(encoding="utf-8"), module, is_package))
+    assert not bad, "\n".join(bad)
+
+
+def test_the_facade_imports_nothing_at_run_time():
+    targets = imported_modules((PACKAGE / "__init__.py").read_text(), "crfopt", True)
+    runtime = {t for _, t in targets if t.startswith("crfopt")}
+    assert runtime <= {"crfopt._version", "crfopt._version.__version__"}, runtime
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("crfopt.core.problem", "from crfopt.bench import runner\n", "core must not import bench"),
+        (
+            "crfopt.optim.registry",
+            "def f():\n    from crfopt.data.corpus import load_corpus\n",
+            "optim must not import data",
+        ),
+        ("crfopt.kernels.jit", "from ..core import problem\n", "kernels must not import core"),
+        ("crfopt.data.readers", "import crfopt\n", "imports the facade"),
+        ("crfopt.core.dual", "from crfopt import apps\n", "core must not import apps"),
+    ],
+)
+def test_a_wrong_way_import_is_caught(module, source, expected):
+    found = violations_in(source, module)
+    assert found and expected in found[0], found
+
+
+def test_a_right_way_import_passes():
+    src = "from crfopt.core.problem import CRFProblem\nfrom ..kernels import jit\n"
+    assert violations_in(src, "crfopt.optim.contract") == []
+
+
+def _public_only(path: Path) -> list[str]:
+    bad = []
+    for line, target in imported_modules(path.read_text(encoding="utf-8"), "plugin", False):
+        parts = target.split(".")
+        if parts[0] in ("crfopt_plugins", "crfopt_datasets", "plugins", "datasets"):
+            bad.append(f"{path.name}:{line}: imports another plugin module {target}")
+        elif parts[0] == "crfopt" and any(p.startswith("_") for p in parts[1:]):
+            bad.append(f"{path.name}:{line}: imports the private module {target}")
+    return bad
+
+
+@pytest.mark.parametrize("folder", ["plugins", "datasets"])
+def test_plugins_and_datasets_use_the_public_api(folder):
+    bad = [b for p in sorted((REPO / folder).glob("*.py")) for b in _public_only(p)]
+    assert not bad, "\n".join(bad)
+
+
+def test_import_crfopt_is_lazy():
+    code = (
+        "import crfopt, sys; print(sorted(m for m in ('pandas', 'pyarrow', 'seaborn', "
+        "'matplotlib', 'scipy.optimize', 'numba') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_public_names_resolve():
+    code = "import crfopt; [getattr(crfopt, n) for n in crfopt.__all__]; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_architecture_page_states_this_rule():
+    """docs/architecture.md's table is the rule the test enforces (kept true together)."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 2 and cells[0] in ALLOWED:
+            deps = {d.strip() for d in cells[1].split(",")} - {"—", ""}
+            table[cells[0]] = frozenset(deps)
+    assert table == ALLOWED
