@@ -180,3 +180,39 @@ def test_max_support_counts_distinct_attributes(problem):
         s, e = kd.offsets[i], kd.offsets[i + 1]
         counts.append(len(set(np.asarray(kd.indices[kd.indptr[s] : kd.indptr[e]]).tolist())))
     assert pieces.max_support(kd) == max(counts)
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_local_curvature_against_the_enumerated_hessian(dense):
+    """∇²ℓ_i(w) = Cov_ν F by enumeration of all K^T labelings (independent of the chain
+    code): the estimate never exceeds its λ_max, reaches it with enough power steps, stays
+    far below the radius R_i, and costs 2 counted oracle calls per step."""
+    from conftest import enumerate_sequence, feature_vector, tiny_problem
+
+    problem, X = tiny_problem(5, dense=dense, K=3, A=5, lengths=[4, 5, 3, 5, 2], lam=0.1)
+    offsets, y_all = problem.data.offsets, np.asarray(problem.data.y)
+    rng = np.random.default_rng(3)
+    for w in (problem.zeros(), rng.standard_normal(problem.dim)):
+        for i in range(problem.n):
+            _, _, _, mean, ys, p, _ = enumerate_sequence(problem, X, i, w)
+            s, e = int(offsets[i]), int(offsets[i + 1])
+            feats = np.array([feature_vector(problem, X[s:e], y) for y in ys])
+            # the true worst-case radius max_y ‖F(y) − F(y_i)‖² bounds the curvature at any w
+            radius = ((feats - feature_vector(problem, X[s:e], y_all[s:e])) ** 2).sum(1).max()
+            centred = feats - mean
+            hessian = centred.T @ (p[:, None] * centred)
+            true = np.linalg.eigvalsh(hessian)[-1]
+            before = problem.counters.oracle_calls
+            few = pieces.curvature_at(problem, i, w, iterations=2)
+            assert problem.counters.oracle_calls - before == 4
+            assert few <= true * (1 + 1e-6) + 1e-12
+            many = pieces.curvature_at(problem, i, w, iterations=300)
+            assert many == pytest.approx(true, rel=1e-4, abs=1e-10)
+            assert many <= radius * (1 + 1e-6)
+
+
+def test_curvature_at_rejects_bad_input(problem):
+    with pytest.raises(ValueError, match="iterations"):
+        pieces.curvature_at(problem, 0, problem.zeros(), iterations=0)
+    with pytest.raises(ValueError, match="shape"):
+        pieces.curvature_at(problem, 0, np.zeros(3))

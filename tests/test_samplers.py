@@ -167,3 +167,34 @@ def test_bad_arguments():
         Sampler("importance", 3, rng())
     with pytest.raises(ValueError, match="non_uniformity"):
         Sampler("gap", 3, rng(), non_uniformity=1.5)
+
+
+def test_nus_sampler_is_slrb13_three_way_mixture():
+    """``nus`` (SAG-NUS, ALGORITHMS.md §3.5): unseen w.p. (n-m)/n, else among the seen
+    uniform w.p. 1-ρ and ∝ q_i w.p. ρ; checked against the mixture written out here and
+    against draw frequencies."""
+    n, rho = 10, 0.3
+    s = Sampler("nus", n, rng(11), non_uniformity=rho)
+    np.testing.assert_allclose(s.probabilities(), 1.0 / n)  # nothing seen: uniform
+    assert _chi2_pvalue(s, 4000) > 1e-3
+    q = {2: 5.0, 7: 0.5, 4: 2.0, 3: 0.0}
+    for i, qi in q.items():
+        s.set_weight(i, qi)
+    s.set_weight(2, 1.0)  # a revisit changes q_i, not m
+    q[2] = 1.0
+    m, total = len(q), sum(q.values())
+    expected = np.full(n, ((n - m) / n) / (n - m))
+    for i, qi in q.items():
+        expected[i] = (m / n) * ((1 - rho) / m + rho * qi / total)
+    np.testing.assert_allclose(s.probabilities(), expected, rtol=1e-14)
+    assert s.probabilities().sum() == pytest.approx(1.0)
+    assert _chi2_pvalue(s, 40000) > 1e-3
+    for i in range(n):  # all seen: no unseen branch left
+        s.set_weight(i, q.get(i, 1.0))
+    assert s.probability(3) == pytest.approx((1 - rho) / n)
+    assert _chi2_pvalue(s, 40000) > 1e-3
+
+
+def test_set_weight_needs_a_weighted_kind():
+    with pytest.raises(ValueError, match="takes no weights"):
+        Sampler("gap", 3, rng()).set_weight(0, 1.0)

@@ -20,6 +20,10 @@ Lipschitz backtracking (Beck & Teboulle 2009; SBA15 §4; ALGORITHMS.md §3.4
 ``lipschitz_ls``):
     ``lipschitz_backtrack`` finds the first L = L₀·2^j with
     ℓ_i(w − g/L) ≤ ℓ_i(w) − ‖g‖²/(2L), each trial one counted forward call on score tables.
+Local curvature (issue 16):
+    ``local_curvature`` estimates λ_max(∇²ℓ_i(w)) = λ_max(Cov_ν F) by power iteration
+    with differenced marginals (a lower estimate at w, not a bound over w; see its
+    docstring); ``curvature_at`` is its Python entry point.
 ``max_support(data)``:
     the largest number of distinct attributes of one sequence (the row count of the
     scratch tables that hold a local direction).
@@ -32,7 +36,7 @@ entries, the last one for the transition block.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -42,14 +46,18 @@ from crfopt.kernels.jit import jit
 
 __all__ = [
     "RENORMALIZE_BELOW",
+    "CurvatureWork",
     "LazyWeights",
     "catch_up_all",
     "catch_up_row",
     "catch_up_support",
     "catch_up_transitions",
+    "curvature_at",
+    "curvature_work",
     "lazy_step",
     "lazy_weights",
     "lipschitz_backtrack",
+    "local_curvature",
     "local_gradient",
     "materialize",
     "max_support",
@@ -171,35 +179,10 @@ def scaled_scores(data, i, u, s, unary, trans):
     return T
 
 
-@jit(inline=True)
-def local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc):
-    """∇ℓ_i = E_ν F − F(x_i, y_i) on sequence i's support; returns ‖∇ℓ_i‖² (§1.5, §3.4).
-
-    ``nodes[:T]`` / ``edge_sum`` are ν_i's node marginals and summed pairwise marginals
-    (as from ``kernels.oracle_sums``); the emission+bias part goes to ``E_loc``
-    (|S_i|×K, rows ``data.support[lo:hi]``), the transition part to ``trans_loc`` (K×K).
-    ``work`` (≥ T×K) and ``truth`` (K×K) are scratch; ``nodes`` is left unchanged.
-    """
-    K = data.n_labels
-    s0 = data.offsets[i]
-    T = data.offsets[i + 1] - s0
-    y = data.y
-    for t in range(T):
-        for k in range(K):
-            work[t, k] = nodes[t, k]
-        work[t, y[s0 + t]] -= 1.0
-    kernels.expected_emission(data, i, work, E_loc)
-    kernels.truth_transitions(data, i, truth)
-    lo, hi = kernels.support_bounds(data, i)
-    gn2 = 0.0
-    for j in range(hi - lo):
-        for k in range(K):
-            gn2 += E_loc[j, k] * E_loc[j, k]
-    for k in range(K):
-        for l in range(K):
-            trans_loc[k, l] = edge_sum[k, l] - truth[k, l]
-            gn2 += trans_loc[k, l] * trans_loc[k, l]
-    return gn2
+#: ∇ℓ_i on sequence i's support and ‖∇ℓ_i‖² (§1.5, §3.4): the kernel
+#: ``crfopt.kernels.local_gradient`` (the problem's own ``oracle(..., gradient=True)`` uses it
+#: too, and core may not import this layer), offered here beside the other pieces.
+local_gradient = kernels.local_gradient
 
 
 @jit
@@ -249,3 +232,165 @@ def max_support(data: KernelData) -> int:
         return int(data.n_attributes)
     ptr = np.asarray(data.support_ptr)
     return int(np.diff(ptr).max()) if ptr.shape[0] > 1 else 0
+
+
+class CurvatureWork(NamedTuple):
+    """Scratch tables of :func:`local_curvature` (allocate once with :func:`curvature_work`)."""
+
+    nodes: np.ndarray  # (T_max, K) node marginals at θ + εθ(v)
+    esum: np.ndarray  # (K, K)
+    nodes_m: np.ndarray  # (T_max, K) node marginals at θ − εθ(v)
+    esum_m: np.ndarray  # (K, K)
+    trial: np.ndarray  # (T_max, K) perturbed scores
+    trial_t: np.ndarray  # (K, K)
+    th_v: np.ndarray  # (T_max, K) scores θ(v) of the direction
+    v_E: np.ndarray  # (S_max, K) direction v on the support (unit norm)
+    v_T: np.ndarray  # (K, K)
+    h_E: np.ndarray  # (S_max, K) H v on the support
+    h_T: np.ndarray  # (K, K)
+
+
+def curvature_work(data: KernelData) -> CurvatureWork:
+    """Scratch for :func:`local_curvature` on any sequence of ``data``."""
+    K = int(data.n_labels)
+    T, S = int(data.max_len), max_support(data)
+    return CurvatureWork(
+        *(np.zeros(shape) for shape in [(T, K), (K, K), (T, K), (K, K), (T, K), (K, K)]),
+        *(np.zeros(shape) for shape in [(T, K), (S, K), (K, K), (S, K), (K, K)]),
+    )
+
+
+@jit(inline=True)
+def _perturbed_marginals(
+    data, counters, i, T, unary, trans, th_v, v_T, eps, trial, trial_t, nodes, esum
+):
+    K = data.n_labels
+    for t in range(T):
+        for k in range(K):
+            trial[t, k] = unary[t, k] + eps * th_v[t, k]
+    for k in range(K):
+        for l in range(K):
+            trial_t[k, l] = trans[k, l] + eps * v_T[k, l]
+    kernels.oracle_sums_scores(data, counters, i, trial[:T], trial_t, nodes, esum)
+
+
+@jit
+def local_curvature(data, counters, i, unary, trans, iterations, wk):
+    """Power-iteration estimate of λ_max(∇²ℓ_i(w)), the curvature of ℓ_i at w.
+
+    ∇²ℓ_i(w) = Cov_{ν_i(w)}[F(x_i, Y)] (ν_i the model's distribution of the labels of
+    sequence i at w; ALGORITHMS.md §1.3), a PSD matrix living on sequence i's support
+    and the transition block. Each power step forms H v as the central difference
+    (E_{θ+εθ(v)}F − E_{θ−εθ(v)}F)/(2ε) of expected features on the score tables θ = θ(w)
+    (``unary[:T]``, ``trans``; scores are linear in w, §1.1), which is two **counted**
+    oracle calls, with ε chosen so that ε·max_y |⟨v, F(x_i, y)⟩| = 1e-4 (relative error of
+    H v ≈ 1e-8). The start vector is a fixed pseudo-random one, so the result is
+    deterministic.
+
+    What it is: the Rayleigh quotient vᵀHv of the last unit iterate, hence a **lower**
+    estimate of the local curvature λ_max(∇²ℓ_i(w)) at this w (never above it, up to the
+    1e-8 differencing error), increasing towards it with ``iterations``. It is **not** a
+    bound over all w: sup_w λ_max(∇²ℓ_i(w)) is of the order of the radius R_i (the
+    covariance of a two-point distribution on y_i and the farthest labeling is R_i/4),
+    which is what the worst-case Lipschitz constant λ + R_i/n pays for everywhere.
+    Use it where a step size needs the curvature actually met near w (e.g. to start a
+    Lipschitz line search), not as a global guarantee. Returns 0.0 when the support is
+    empty and the transitions are the only coordinates and ν_i is a point mass.
+    """
+    K = data.n_labels
+    T = data.offsets[i + 1] - data.offsets[i]
+    lo, hi = kernels.support_bounds(data, i)
+    S = hi - lo
+    v_E, v_T, h_E, h_T, th_v = wk.v_E, wk.v_T, wk.h_E, wk.h_T, wk.th_v
+    nodes, esum, nodes_m, esum_m = wk.nodes, wk.esum, wk.nodes_m, wk.esum_m
+    # fixed pseudo-random start (golden-ratio sequence), centred and normalized
+    nrm = 0.0
+    for j in range(S):
+        for k in range(K):
+            x = ((j * K + k + 1) * 0.6180339887498949) % 1.0 - 0.5
+            v_E[j, k] = x
+            nrm += x * x
+    for k in range(K):
+        for l in range(K):
+            x = ((S * K + k * K + l + 1) * 0.6180339887498949) % 1.0 - 0.5
+            v_T[k, l] = x
+            nrm += x * x
+    lam_max = 0.0
+    for _ in range(iterations):
+        inv = 1.0 / math.sqrt(nrm)
+        for j in range(S):
+            for k in range(K):
+                v_E[j, k] *= inv
+        for k in range(K):
+            for l in range(K):
+                v_T[k, l] *= inv
+        kernels.local_scores(data, i, v_E, th_v)
+        # |⟨v, F(y)⟩| ≤ Σ_t max_k |θ_t(v)_k| + (T − 1) max |v_T|
+        bound = 0.0
+        for t in range(T):
+            mx = 0.0
+            for k in range(K):
+                mx = max(mx, abs(th_v[t, k]))
+            bound += mx
+        mt = 0.0
+        for k in range(K):
+            for l in range(K):
+                mt = max(mt, abs(v_T[k, l]))
+        bound += (T - 1) * mt
+        eps = 1e-4 / bound if bound > 0.0 else 1e-4
+        _perturbed_marginals(
+            data, counters, i, T, unary, trans, th_v, v_T, eps, wk.trial, wk.trial_t, nodes, esum
+        )
+        _perturbed_marginals(
+            data, counters, i, T, unary, trans, th_v, v_T, -eps, wk.trial, wk.trial_t,
+            nodes_m, esum_m,
+        )  # fmt: skip
+        inv2 = 0.5 / eps
+        for t in range(T):
+            for k in range(K):
+                nodes[t, k] = (nodes[t, k] - nodes_m[t, k]) * inv2
+        kernels.expected_emission(data, i, nodes, h_E)
+        rq = 0.0
+        nrm = 0.0
+        for j in range(S):
+            for k in range(K):
+                rq += v_E[j, k] * h_E[j, k]
+                nrm += h_E[j, k] * h_E[j, k]
+        for k in range(K):
+            for l in range(K):
+                h = (esum[k, l] - esum_m[k, l]) * inv2
+                h_T[k, l] = h
+                rq += v_T[k, l] * h
+                nrm += h * h
+        lam_max = rq
+        if not nrm > 0.0:
+            return 0.0
+        for j in range(S):
+            for k in range(K):
+                v_E[j, k] = h_E[j, k]
+        for k in range(K):
+            for l in range(K):
+                v_T[k, l] = h_T[k, l]
+    return lam_max
+
+
+def curvature_at(problem: Any, i: int, w: np.ndarray, iterations: int = 10) -> float:
+    """:func:`local_curvature` of sequence ``i`` at the dense weights ``w`` (counted:
+    2·``iterations`` oracle calls on ``problem``). For diagnostics and tests; compiled
+    loops call :func:`local_curvature` with their own score tables and scratch."""
+    if iterations < 1:
+        raise ValueError("iterations must be at least 1")
+    data = problem.data
+    K = int(data.n_labels)
+    w = np.ascontiguousarray(w, dtype=float)
+    if w.shape != (problem.dim,):
+        raise ValueError(f"w has shape {w.shape}, expected ({problem.dim},)")
+    unary = np.zeros((int(data.max_len), K))
+    kernels.unary_scores(data, int(i), w, unary)
+    t_off = int(data.n_attributes) * K
+    trans = np.ascontiguousarray(w[t_off : t_off + K * K].reshape(K, K))
+    wk = curvature_work(data)
+    T = int(data.offsets[i + 1] - data.offsets[i])
+    return float(
+        local_curvature(data, problem.counters.array, int(i), unary[:T], trans, int(iterations), wk)
+    )

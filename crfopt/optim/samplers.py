@@ -21,11 +21,25 @@ kind            tree weight q_i                                        feedback
 ``max``         argmax_i G_i, ties to the smallest index (Dünner 2017)  G_i ← g_i
 ``edelta``      A_i from a snapshot taken at each epoch start (VLZ15)  A_i ← (A_i + Δ_i)/2
 ``weighted``    w_i set by the optimizer (0 until set)                 w_i ← value
+``nus``         w_i set by the optimizer, over seen examples only      w_i ← value, i seen
 =============== ==================================================== =====================
 
 Every non-uniform scheme mixes with uniform sampling: with probability
 ``1 - non_uniformity`` the draw is uniform, so p_i = (1-ρ)/n + ρ q_i / Σ_j q_j (REF
 ``SamplerWrap``). A tree whose total is 0 or not finite falls back to uniform.
+
+SAG-NUS* (SBA15 §5) is ``weighted`` with ρ = 0.5 and q_i = L_i set at each visit: half
+uniform over all n, half ∝ L_i over the examples seen so far (an unseen one has q_i = 0),
+uniform until the first weight is set.
+
+``nus`` is SAG-NUS's three-way mixture (SLRB13 §5.5; ALGORITHMS.md §3.5, §4): with m of
+the n examples seen (an example becomes seen when its weight is first set), the draw is
+uniform over the n − m **unseen** examples with probability (n − m)/n; otherwise it is
+uniform over the seen ones with probability 1 − ρ and ∝ q_i over them with probability ρ
+(SAG-NUS: ρ = 0.5 and q_i = L_i + λ). So an unseen example has p_i = 1/n and a seen one
+p_i = (m/n)((1 − ρ)/m + ρ q_i / Σ_seen q_j). It keeps two more sum trees (unseen and seen
+indicators); one uniform picks the branch and is rescaled to choose inside it, the other
+descends the chosen tree, so the draw consumes the same two uniforms as every scheme.
 
 The sum tree (§4) is an array of length 2P (P the next power of two ≥ n), leaves at
 P+i; an update recomputes each parent from its two children (never adding deltas,
@@ -53,8 +67,9 @@ KINDS: tuple[str, ...] = (
     "max",
     "edelta",
     "weighted",
+    "nus",
 )
-UNIFORM, PERMUTATION, CYCLIC, IMPORTANCE, GAP, GAPIMP, MAX, EDELTA, WEIGHTED = range(9)
+UNIFORM, PERMUTATION, CYCLIC, IMPORTANCE, GAP, GAPIMP, MAX, EDELTA, WEIGHTED, NUS = range(10)
 
 # ints[] slots of the state
 _IT = 0  # iterations drawn so far (epochs are n of them)
@@ -62,6 +77,7 @@ _CURSOR = 1  # position in the current order
 _QPOS = 2  # next unused permutation of the queue
 _QLEN = 3  # permutations in the queue
 _IMMEDIATE = 4  # edelta: refresh the tree at every update instead of every epoch
+_SEEN = 5  # nus: number of examples seen (weight set at least once)
 
 SamplerState = namedtuple(
     "SamplerState",
@@ -76,6 +92,8 @@ SamplerState = namedtuple(
         "order",  # int64 (n,) current order (permutation, cyclic)
         "queue",  # int64 (Q, n) permutations for the coming epochs
         "ints",  # int64 (8,) counters, see the slots above
+        "unseen",  # float64 (2P,) nus: sum tree of unseen indicators (else empty)
+        "seen",  # float64 (2P,) nus: sum tree of seen indicators (else empty)
     ],
 )
 
@@ -183,6 +201,20 @@ def _epoch_start(st):
         tree_build(st.tree, st.P, st.values)
 
 
+@jit(inline=True)
+def _draw_nus(st, u1, u2):
+    """SLRB13 §5.5: unseen w.p. (n − m)/n; else uniform over seen w.p. 1 − ρ, else ∝ q_i."""
+    n = st.n
+    a = (n - st.ints[_SEEN]) / n
+    if u1 < a:
+        return tree_sample(st.unseen, st.P, u2)
+    r = (u1 - a) / (1.0 - a)  # a fresh uniform, given u1 ≥ a
+    total = st.tree[1]
+    if r < 1.0 - st.rho or not (total > 0.0) or not math.isfinite(total):
+        return tree_sample(st.seen, st.P, u2)
+    return tree_sample(st.tree, st.P, u2)
+
+
 @jit
 def sampler_draw(st, u1, u2):
     """The next example index, from two uniforms in [0, 1)."""
@@ -197,6 +229,8 @@ def sampler_draw(st, u1, u2):
         c = st.ints[_CURSOR]
         st.ints[_CURSOR] = c + 1
         return st.order[c]
+    if kind == NUS:
+        return _draw_nus(st, u1, u2)
     if u1 >= st.rho:
         return _uniform_index(n, u2)
     if kind == MAX:
@@ -230,7 +264,12 @@ def sampler_feedback(st, i, gap, delta):
 
 @jit
 def sampler_set_weight(st, i, weight):
-    """``weighted`` kind: set q_i (e.g. a Lipschitz estimate of a seen example)."""
+    """``weighted`` / ``nus``: set q_i (e.g. a Lipschitz estimate of a visited example);
+    ``nus`` also marks i seen (it leaves the unseen branch for the seen ones)."""
+    if st.kind == NUS and st.unseen[st.P + i] != 0.0:
+        tree_update(st.unseen, st.P, i, 0.0)
+        tree_update(st.seen, st.P, i, 1.0)
+        st.ints[_SEEN] += 1
     st.values[i] = weight
     tree_update(st.tree, st.P, i, weight)
 
@@ -242,6 +281,14 @@ def sampler_probability(st, i):
     kind = st.kind
     if kind in (UNIFORM, PERMUTATION, CYCLIC):
         return 1.0 / n
+    if kind == NUS:
+        m = st.ints[_SEEN]
+        if st.unseen[st.P + i] != 0.0:
+            return 1.0 / n  # (n − m)/n · 1/(n − m)
+        total = st.tree[1]
+        rho = st.rho if total > 0.0 and math.isfinite(total) else 0.0
+        q = st.tree[st.P + i] / total if rho > 0.0 else 0.0
+        return (m / n) * ((1.0 - rho) / m + rho * q)
     base = (1.0 - st.rho) / n
     if kind == MAX:
         return base + (st.rho if maxtree_argmax(st.tree, st.P) == i else 0.0)
@@ -321,6 +368,12 @@ class Sampler:
             maxtree_build(tree, P, values)
         ints = np.zeros(8, dtype=np.int64)
         ints[_IMMEDIATE] = 1 if refresh == "immediate" else 0
+        unseen = np.zeros(0)
+        seen = np.zeros(0)
+        if kind == "nus":
+            unseen = np.zeros(2 * P)
+            tree_build(unseen, P, np.ones(self.n))
+            seen = np.zeros(2 * P)
         order = np.arange(self.n, dtype=np.int64)
         if kind == "cyclic":
             order = rng.permutation(self.n).astype(np.int64)  # one order for the whole run
@@ -335,6 +388,8 @@ class Sampler:
             order=order,
             queue=np.zeros((0, self.n), dtype=np.int64),
             ints=ints,
+            unseen=unseen,
+            seen=seen,
         )
 
     def prepare(self, k: int) -> np.ndarray:
@@ -367,6 +422,9 @@ class Sampler:
         sampler_feedback(self.state, int(i), float(gap), float(delta))
 
     def set_weight(self, i: int, weight: float) -> None:
+        """``weighted`` / ``nus``: q_i ← weight (``nus``: i becomes seen)."""
+        if self.kind not in ("weighted", "nus"):
+            raise ValueError(f"sampler {self.kind!r} takes no weights (use 'weighted' or 'nus')")
         sampler_set_weight(self.state, int(i), float(weight))
 
     def probability(self, i: int) -> float:
@@ -400,5 +458,6 @@ def describe(kind: str) -> dict[str, Any]:
         "gapimp": "∝ G_i L_i, mixed with uniform (LPL18 App. F)",
         "max": "argmax G_i, mixed with uniform (Dünner et al. 2017)",
         "edelta": "∝ empirical Δ_i from an epoch snapshot, mixed with uniform (VLZ15 Alg. 3)",
-        "weighted": "∝ weights set by the optimizer, mixed with uniform",
+        "weighted": "∝ weights set by the optimizer, mixed with uniform (SAG-NUS*: ρ = 0.5)",
+        "nus": "unseen first w.p. (n-m)/n, else seen: uniform or ∝ weights (SLRB13 §5.5)",
     }[kind]
