@@ -157,6 +157,39 @@ def test_batch_kernels_agree(problem):
 
 
 @needs_jit
+def test_local_gradient_agrees(problem):
+    """Both twins assemble the same ∇ℓ_i, and ‖∇ℓ_i‖² to the last bit (SAG branches on it)."""
+    JT = _jit()
+    rng = np.random.default_rng(3)
+    K = problem.n_labels
+    w = rng.normal(scale=1.5, size=problem.dim)
+    rows = max(
+        int(hi - lo)
+        for lo, hi in (kernels.support_bounds(problem.data, i) for i in range(problem.n))
+    )
+    T_max = int(np.diff(problem.data.offsets).max())
+    c = np.zeros(7, dtype=np.int64)
+    for i in range(problem.n):
+        nodes, esum = np.empty((T_max, K)), np.empty((K, K))
+        NP.oracle_sums(problem.data, c, i, w, nodes, esum)
+        outs = []
+        for impl in (JT, NP):
+            work, truth = np.full((T_max, K), np.nan), np.full((K, K), np.nan)
+            E_loc, trans = np.full((rows, K), np.nan), np.full((K, K), np.nan)
+            before = nodes.copy()
+            gn2 = impl.local_gradient(problem.data, i, nodes, esum, work, truth, E_loc, trans)
+            np.testing.assert_array_equal(nodes, before)  # input left unchanged
+            lo, hi = kernels.support_bounds(problem.data, i)
+            outs.append((gn2, E_loc[: hi - lo].copy(), trans.copy()))
+        (g1, E1, t1), (g2, E2, t2) = outs
+        np.testing.assert_allclose(E1, E2, **TOL)
+        np.testing.assert_allclose(t1, t2, **TOL)
+        assert g1 == g2, (i, g1, g2)
+        # independent truth: ‖∇ℓ_i‖² is the squared norm of the returned blocks
+        assert g2 == pytest.approx(float(np.sum(E2**2) + np.sum(t2**2)), rel=1e-13)
+
+
+@needs_jit
 def test_oracle_marginals_gives_both_forms(problem):
     JT = _jit()
     rng = np.random.default_rng(3)

@@ -36,7 +36,9 @@ Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, ALGORITHMS.
 Uncounted linear algebra (no inference): ``unary_scores``, ``local_scores``,
 ``truth_score`` (the ground truth's score under given tables),
 ``expected_emission``, ``truth_transitions``, ``add_local``, ``dot_local``,
-``support_bounds``, ``emission_matrix``, ``transition_matrix``; and the chain
+``support_bounds``, ``emission_matrix``, ``transition_matrix``;
+``local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc) -> ‖∇ℓ_i‖²``
+(∇ℓ_i on the sequence's support from ν_i's marginals, §1.5); and the chain
 functionals ``chain_entropy`` / ``chain_kl`` of given log-marginals (§1.3, §5.3), and
 ``chain_entropy_linlog(nodes, edges, log_nodes, log_edges, T, K)`` /
 ``chain_kl_linlog(p_nodes, p_edges, lp_nodes, lp_edges, lq_nodes, lq_edges, T, K)``
@@ -77,6 +79,7 @@ unary_scores = _impl.unary_scores
 truth_score = _impl.truth_score
 local_scores = _impl.local_scores
 expected_emission = _impl.expected_emission
+local_gradient = _impl.local_gradient
 truth_transitions = _impl.truth_transitions
 add_local = _impl.add_local
 dot_local = _impl.dot_local
@@ -106,6 +109,7 @@ __all__ = [
     "expected_emission",
     "forward",
     "forward_scores",
+    "local_gradient",
     "local_scores",
     "oracle",
     "oracle_marginals",

@@ -697,6 +697,38 @@ def truth_transitions(data, i, out):
         out[data.y[s + t], data.y[s + t + 1]] += 1.0
 
 
+@numba.njit(inline="always", **_NJIT)
+def local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc):
+    """∇ℓ_i = E_ν F − F(x_i, y_i) on sequence i's support; returns ‖∇ℓ_i‖² (§1.5, §3.4).
+
+    ``nodes[:T]`` / ``edge_sum`` are ν_i's node marginals and summed pairwise marginals
+    (as from ``oracle_sums``); the emission+bias part goes to ``E_loc`` (|S_i|×K, rows
+    ``data.support[lo:hi]``), the transition part to ``trans_loc`` (K×K). ``work``
+    (≥ T×K) and ``truth`` (K×K) are scratch; ``nodes`` is left unchanged. Inlined into
+    the caller's loop (it runs once per stochastic step).
+    """
+    K = data.n_labels
+    s0 = data.offsets[i]
+    T = data.offsets[i + 1] - s0
+    y = data.y
+    for t in range(T):
+        for k in range(K):
+            work[t, k] = nodes[t, k]
+        work[t, y[s0 + t]] -= 1.0
+    expected_emission(data, i, work, E_loc)
+    truth_transitions(data, i, truth)
+    lo, hi = support_bounds(data, i)
+    gn2 = 0.0
+    for j in range(hi - lo):
+        for k in range(K):
+            gn2 += E_loc[j, k] * E_loc[j, k]
+    for k in range(K):
+        for l in range(K):
+            trans_loc[k, l] = edge_sum[k, l] - truth[k, l]
+            gn2 += trans_loc[k, l] * trans_loc[k, l]
+    return gn2
+
+
 @numba.njit(**_NJIT)
 def add_local(data, i, w, scale, E_loc, trans_dir):
     """w += scale · (E_loc on S_i, trans_dir on the transition block)."""

@@ -246,6 +246,21 @@ def truth_transitions(data, i, out):
     np.add.at(out, (y[:-1], y[1:]), 1.0)
 
 
+def local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc):
+    s = int(data.offsets[i])
+    T = int(data.offsets[i + 1]) - s
+    work[:T] = nodes[:T]
+    work[np.arange(T), data.y[s : s + T]] -= 1.0
+    expected_emission(data, i, work, E_loc)
+    truth_transitions(data, i, truth)
+    lo, hi = support_bounds(data, i)
+    trans_loc[:, :] = edge_sum - truth
+    # cumsum adds left to right like the compiled loop, so ‖∇ℓ_i‖² agrees to the last bit
+    # (optimizers branch on it, e.g. SAG's line search).
+    squares = np.concatenate([(E_loc[: hi - lo] ** 2).ravel(), (trans_loc**2).ravel()])
+    return float(np.cumsum(squares)[-1])
+
+
 def add_local(data, i, w, scale, E_loc, trans_dir):
     U = emission_matrix(data, w)
     lo, hi = support_bounds(data, i)
