@@ -136,3 +136,66 @@ def test_c2_is_crfsuite_scaling_of_lam():
         nll += log_z - feature_vector(problem, emb[s:e], problem.labels[s:e]) @ w
     crfsuite_objective = nll + c2 * float(w @ w)
     assert n * problem.uncounted.primal(w) == pytest.approx(crfsuite_objective, rel=1e-12)
+
+
+def _sentences_of(problem):
+    """The training sequences of ``problem`` as sklearn-crfsuite input (X, y).
+
+    Attribute j becomes the feature ``x{j}`` with the same value (repeated ids add up,
+    as in the kernels), so CRF.fit builds the same objective up to the order of the
+    attributes.
+    """
+    data = problem.data
+    X, y = [], []
+    for i in range(problem.n):
+        sent, labels = [], []
+        for t in range(int(data.offsets[i]), int(data.offsets[i + 1])):
+            feats: dict[str, float] = {}
+            for k in range(int(data.indptr[t]), int(data.indptr[t + 1])):
+                if int(data.indices[k]) >= problem.n_attributes:
+                    continue  # the kernels' bias columns: CRF(bias=True) adds its own
+                key = f"x{int(data.indices[k])}"
+                feats[key] = feats.get(key, 0.0) + float(data.values[k])
+            sent.append(feats)
+            labels.append(problem.label_names[int(data.y[t])])
+        X.append(sent)
+        y.append(labels)
+    return X, y
+
+
+def test_train_and_fit_stop_at_the_same_relative_gap(tmp_path, monkeypatch):
+    """One target_gap meaning: ``crfopt train --target-gap g`` and ``CRF(target_gap=g)``
+    stop at the first checkpoint whose duality gap is ≤ g · P(0)."""
+    from click.testing import CliRunner
+
+    from crfopt.apps.cli import main
+
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    problem = crfopt.load_problem("synthetic", n=40)
+    p0 = problem.primal_at_zero()
+    assert p0 > 2  # so an absolute reading of g would stop elsewhere
+    g = 1e-3
+    path = tmp_path / "m.crfopt"
+    res = CliRunner().invoke(
+        main,
+        ["train", "--problem", "synthetic", "--set", "synthetic.n=40", "--optimizer",
+         "sdca-gap", "--passes", "40", "--target-gap", str(g), "--model", str(path), "--quiet"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    cli = Model.load(path).training
+
+    X, y = _sentences_of(problem)
+    crf = crfopt.CRF(
+        optimizer="sdca-gap", max_passes=40, target_gap=g, lam=problem.lam, bias=problem.bias
+    ).fit(X, y)
+    fit = crf.model_.training
+    log = crf.training_log_
+    # the truth: the run stopped at the first checkpoint at or below g · P(0)
+    gaps = log["duality_gap"].to_numpy(dtype=float)
+    assert fit["status"] == "converged" and gaps[-1] <= g * p0 < gaps[-2]
+    assert crf.model_.training["target_gap_relative"] == g
+    # and the command line stopped at the same point of the same objective
+    assert cli["status"] == "converged"
+    assert cli["effective_passes"] == pytest.approx(fit["effective_passes"], rel=1e-12)
+    assert cli["duality_gap"] == pytest.approx(fit["duality_gap"], rel=1e-6)
+    assert cli["primal"] == pytest.approx(fit["primal"], rel=1e-9)

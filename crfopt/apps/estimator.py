@@ -106,7 +106,10 @@ class CRF:
     max_passes : float
         Budget in effective passes.
     target_gap : float, optional
-        Stop when the duality gap (relative to P(0)) falls below this.
+        Stop at the first checkpoint whose true duality gap is ≤ ``target_gap`` · P(0),
+        i.e. relative to the objective at w = 0, P(0) = (N/n) log K (methods with a
+        dual). The same meaning as ``crfopt train --target-gap``: both train through
+        :func:`crfopt.apps.train.train`.
     lam : float, optional
         ℓ2 regularization λ of P(w) = λ/2 ‖w‖² + (1/n) Σ ℓ_i(w); default 1/n.
     c2 : float, optional
@@ -176,8 +179,12 @@ class CRF:
         return self
 
     def fit(self, X: Sequence[Sequence[Any]], y: Sequence[Sequence[str]]) -> CRF:
-        """Train on sentences X (lists of feature dicts) with label sequences y."""
-        from crfopt.bench.runner import Budget, run
+        """Train on sentences X (lists of feature dicts) with label sequences y.
+
+        Raises ``crfopt.apps.train.TrainingError`` (a ``RuntimeError``) when the run
+        fails or diverges.
+        """
+        from crfopt.apps.train import train
         from crfopt.optim.registry import get_registry
 
         if len(X) != len(y):
@@ -220,28 +227,19 @@ class CRF:
             attribute_names=attributes,
             name="estimator",
         )
-        reg = get_registry(self.plugin_dirs)
-        budget = Budget(
-            passes=self.max_passes,
-            target_gap=None
-            if self.target_gap is None
-            else self.target_gap * problem.primal_at_zero(),
-        )
-        result = run(
+        trained = train(
             problem,
             self.optimizer,
+            passes=self.max_passes,
+            target_gap=self.target_gap,
             seed=self.seed,
-            params=dict(self.optimizer_params or {}),
-            budget=budget,
-            registry=reg,
+            params=self.optimizer_params,
+            registry=get_registry(self.plugin_dirs),
         )
-        if result.status in ("failed", "diverged") or result.w is None:
-            why = result.meta.get("error_summary") or "non-finite weights"
-            raise RuntimeError(f"training {result.status}: {why}")
         self.classes_ = labels
         self.attributes_ = attributes
-        self.training_log_ = result.trace
-        self.model_ = Model.from_problem(problem, result.w, {**result.summary(), "lam": lam})
+        self.training_log_ = trained.result.trace
+        self.model_ = trained.model
         return self
 
     def _check_fitted(self) -> Model:

@@ -1,0 +1,52 @@
+"""The ``crfopt`` command line (DESIGN.md "Public surface").
+
+One module per command family: :mod:`.problems` (list, info, optimum, fetch),
+:mod:`.compare` (compare, report), :mod:`.models` (train, tag, evaluate); what they
+share (options, the one ``--set`` resolver, consoles, exit codes) is in :mod:`.options`.
+
+Exit codes, the same for every command (each command's ``--help`` lists its own):
+0 success; 1 the command ran but its work failed (a run failed or diverged in
+``compare``, training failed, a file could not be fetched, results could not be written)
+or an unexpected error; 2 usage or input error, saying what was wrong and what the valid
+choices are; 130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from crfopt._version import __version__
+from crfopt.apps.cli import compare, models, problems
+from crfopt.apps.cli.options import CrfoptGroup, exit_codes, parse_sets, resolve_sets
+
+__all__ = ["main", "parse_sets", "resolve_sets", "run"]
+
+
+@click.group(
+    cls=CrfoptGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=exit_codes("the command's work failed (see each command's --help)"),
+)
+@click.version_option(__version__, prog_name="crfopt")
+def main() -> None:
+    """Train linear-chain CRFs and compare their optimizers on equal terms."""
+
+
+for _command in (
+    problems.list_cmd,
+    problems.info_cmd,
+    problems.optimum_cmd,
+    problems.fetch_cmd,
+    compare.compare_cmd,
+    compare.report_cmd,
+    models.train_cmd,
+    models.tag_cmd,
+    models.evaluate_cmd,
+):
+    main.add_command(_command)
+
+
+def run() -> None:  # pragma: no cover - console entry for `python -m crfopt`
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Commands about models: ``train`` (one model, saved), ``tag`` and ``evaluate``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from crfopt.apps.cli.options import (
+    build_registry,
+    console,
+    corpus_options,
+    corpus_params,
+    err_console,
+    exit_codes,
+    human_bytes,
+    load_problem_cli,
+    plugin_dir_option,
+    resolve_sets,
+)
+from crfopt.optim.registry import UnknownNameError
+
+
+@click.command("train", epilog=exit_codes("training failed or diverged (no model is saved)"))
+@click.option("--problem", "problem_name", required=True, help="Problem name or corpus path.")
+@click.option("--optimizer", default="sdca-gap", show_default=True, help="Optimizer variant.")
+@click.option(
+    "--passes", type=float, default=30.0, show_default=True, help="Budget in effective passes."
+)
+@click.option(
+    "--target-gap",
+    type=float,
+    default=None,
+    help="Stop once the duality gap is ≤ this × P(0), i.e. relative to the objective at w = 0 "
+    "(methods with a dual; the same meaning as CRF(target_gap=...); compare's --target-gap "
+    "is absolute).",
+)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--set", "sets", multiple=True, help="NAME.param=value for the optimizer or the problem."
+)
+@click.option(
+    "--model",
+    "model_path",
+    required=True,
+    type=click.Path(dir_okay=False),
+    help="Where to save the model (.crfopt).",
+)
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+@corpus_options
+@plugin_dir_option
+def train_cmd(
+    problem_name: str,
+    optimizer: str,
+    passes: float,
+    target_gap: float | None,
+    seed: int,
+    sets: Sequence[str],
+    model_path: str,
+    quiet: bool,
+    columns: str | None,
+    template: str | None,
+    test_path: str | None,
+    label_column: str | None,
+    plugin_dirs: Sequence[str],
+) -> None:
+    """Train one model and save it (weights, dictionaries, template, labels).
+
+    Example: crfopt train --problem conll2000 --optimizer sdca-gap --passes 30
+    --model chunker.crfopt
+    """
+    from crfopt.apps.train import TrainingError, train
+    from crfopt.optim.contract import ParameterError
+
+    reg = build_registry(plugin_dirs)
+    try:
+        spec = reg.optimizer(optimizer)
+    except UnknownNameError as exc:
+        raise click.BadParameter(str(exc), param_hint="--optimizer") from None
+    problem_sets, optimizer_sets = resolve_sets(
+        sets, problems=[problem_name], optimizers=[optimizer]
+    )
+    params = {
+        **problem_sets.get(problem_name, {}),
+        **corpus_params(columns, template, test_path, label_column),
+    }
+    problem = load_problem_cli(reg, problem_name, params)
+
+    def progress(row: dict[str, Any]) -> None:
+        if quiet:
+            return
+        gap = row.get("duality_gap")
+        test = row.get("test_error")
+        err_console.print(
+            f"[dim]{row['effective_passes']:7.2f} passes  P = {row['primal']:.6g}"
+            + ("" if gap is None or gap != gap else f"  gap = {gap:.3g}")
+            + ("" if test is None or test != test else f"  test error = {test:.4f}")
+            + f"  {row['time_s']:.1f} s[/]"
+        )
+
+    try:
+        trained = train(
+            problem,
+            spec,
+            passes=passes,
+            target_gap=target_gap,
+            seed=seed,
+            params=optimizer_sets.get(optimizer, {}),
+            on_checkpoint=progress,
+        )
+    except (ParameterError, ValueError) as exc:
+        raise click.UsageError(str(exc)) from None
+    except TrainingError as exc:
+        err_console.print(f"[red]error:[/] {escape(str(exc))}; no model saved")
+        sys.exit(1)
+    model = trained.model
+    info = model.training
+    path = model.save(model_path)
+    table = Table(title=f"{optimizer} on {problem.name}", show_header=False)
+    table.add_column("quantity")
+    table.add_column("value")
+    for key in (
+        "status",
+        "effective_passes",
+        "seconds",
+        "primal",
+        "duality_gap",
+        "train_error",
+        "test_error",
+    ):
+        value = info.get(key)
+        if value is not None:
+            table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
+    table.add_row("model", f"{path} ({human_bytes(path.stat().st_size)})")
+    console.print(table)
+    if model.template is None:
+        err_console.print(
+            "[yellow]note:[/] this problem has no text template: `crfopt tag` cannot use the "
+            "model; load it with crfopt.Model.load"
+        )
+
+
+def _load_model(path: str):
+    from crfopt.apps.model import Model, ModelFormatError
+
+    try:
+        return Model.load(path)
+    except ModelFormatError as exc:
+        raise click.BadParameter(str(exc), param_hint="--model") from None
+
+
+def _read_for_model(model: Any, path: str, columns: str | None, encoding: str, labelled: bool):
+    from crfopt.apps.tagging import TaggingError, read_input
+    from crfopt.data.readers import DataFormatError
+
+    try:
+        return read_input(model, path, columns=columns, encoding=encoding, labelled=labelled)
+    except (DataFormatError, TaggingError) as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+input_options = [
+    click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False)),
+    click.option(
+        "--model",
+        "model_path",
+        required=True,
+        type=click.Path(exists=True, dir_okay=False),
+        help="A model saved by `crfopt train` or CRF.save.",
+    ),
+    click.option(
+        "--columns",
+        default=None,
+        help="Column names of INPUT if they differ from the training file's, e.g. word,pos.",
+    ),
+    click.option("--encoding", default="utf-8", show_default=True),
+]
+
+
+def with_input_options(func: Any) -> Any:
+    for option in reversed(input_options):
+        func = option(func)
+    return func
+
+
+@click.command("tag", epilog=exit_codes())
+@with_input_options
+@click.option(
+    "--out",
+    "out_path",
+    default="-",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Output file (default: standard output).",
+)
+def tag_cmd(
+    input_path: str, model_path: str, columns: str | None, encoding: str, out_path: str
+) -> None:
+    """Tag INPUT (CoNLL or CoNLL-U) and write it with the predicted labels.
+
+    CoNLL input gets the prediction as a last column; in CoNLL-U the predicted tag fills
+    the model's label field (xpos or upos). Example: crfopt tag --model chunker.crfopt
+    test.txt > tagged.txt
+    """
+    from crfopt.apps.tagging import TaggingError, tag_corpus, write_tagged
+
+    model = _load_model(model_path)
+    corpus, fmt = _read_for_model(model, input_path, columns, encoding, labelled=False)
+    try:
+        predictions = tag_corpus(model, corpus)
+    except TaggingError as exc:
+        raise click.UsageError(str(exc)) from None
+    label = (model.training.get("corpus") or {}).get("label")
+    with click.open_file(out_path, "w", encoding="utf-8", atomic=out_path != "-") as out:
+        write_tagged(input_path, fmt, predictions, out, label=label, encoding=encoding)
+
+
+@click.command("evaluate", epilog=exit_codes())
+@with_input_options
+@click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON.")
+def evaluate_cmd(
+    input_path: str, model_path: str, columns: str | None, encoding: str, as_json: bool
+) -> None:
+    """Score the model on labelled INPUT: token accuracy, and chunk/entity precision,
+    recall and F1 as CoNLL's conlleval counts them (for IOB/IOE label sets)."""
+    import json
+
+    from crfopt.apps.tagging import TaggingError, evaluate_corpus, is_chunk_tagset
+
+    model = _load_model(model_path)
+    corpus, _ = _read_for_model(model, input_path, columns, encoding, labelled=True)
+    try:
+        scores = evaluate_corpus(model, corpus)
+    except TaggingError as exc:
+        raise click.UsageError(str(exc)) from None
+    chunked = is_chunk_tagset(model.labels)
+    result = scores.as_dict()
+    if not chunked:
+        result = {k: result[k] for k in ("tokens", "accuracy")}
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    table = Table(title=f"{model_path} on {input_path}")
+    table.add_column("")
+    for name in ("precision", "recall", "F1", "gold", "predicted"):
+        table.add_column(name, justify="right")
+    console.print(f"tokens {scores.tokens}, accuracy {100 * scores.accuracy:.2f}%")
+    if chunked:
+        p, r, f = scores.precision_recall_f1
+        table.add_row(
+            "all chunks",
+            f"{100 * p:.2f}",
+            f"{100 * r:.2f}",
+            f"{100 * f:.2f}",
+            str(scores.gold_chunks),
+            str(scores.pred_chunks),
+        )
+        for kind, (gold, pred, right) in sorted(scores.per_type.items()):
+            p, r, f = scores.prf(gold, pred, right)
+            table.add_row(
+                kind, f"{100 * p:.2f}", f"{100 * r:.2f}", f"{100 * f:.2f}", str(gold), str(pred)
+            )
+        console.print(table)

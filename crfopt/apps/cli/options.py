@@ -1,0 +1,215 @@
+"""What every command shares: consoles, common options, the one ``--set`` resolver,
+registry and problem loading, the exit-code epilog, the command group class."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from crfopt.bench.problems import load_from
+from crfopt.optim.parse import parse_value
+from crfopt.optim.registry import Registry, UnknownNameError, get_registry
+
+# Tables are read in logs and CI output too, where rich would assume 80 columns.
+console = Console(stderr=False, highlight=False, width=None if sys.stdout.isatty() else 140)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+plugin_dir_option = click.option(
+    "--plugin-dir",
+    "plugin_dirs",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Directory of plugin .py files to load (repeatable).",
+)
+
+
+def corpus_options(func: Any) -> Any:
+    """--columns/--template/--test/--label: how to read a corpus given as a file path."""
+    for option in reversed(
+        [
+            click.option(
+                "--columns", default=None, help="Column names of a CoNLL file, e.g. word,pos,label."
+            ),
+            click.option(
+                "--template",
+                default=None,
+                help="Feature template: chunking, ner, pos or a TOML/YAML file.",
+            ),
+            click.option(
+                "--test",
+                "test_path",
+                default=None,
+                type=click.Path(dir_okay=False),
+                help="Test file in the same layout as the training file.",
+            ),
+            click.option(
+                "--label",
+                "label_column",
+                default=None,
+                help="Label column (default: the last one; xpos for CoNLL-U).",
+            ),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def corpus_params(
+    columns: str | None, template: str | None, test_path: str | None, label_column: str | None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if columns:
+        out["columns"] = columns
+    if template:
+        out["template"] = template
+    if test_path:
+        out["test"] = test_path
+    if label_column:
+        out["label"] = label_column
+    return out
+
+
+def parse_sets(items: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """``NAME.param=value`` items into {NAME: {param: value}}."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if "=" not in item:
+            raise click.BadParameter(f"{item!r}: expected NAME.param=value", param_hint="--set")
+        lhs, rhs = item.split("=", 1)
+        if "." not in lhs:
+            raise click.BadParameter(
+                f"{item!r}: expected NAME.param=value (NAME is an optimizer or the problem)",
+                param_hint="--set",
+            )
+        name, param = lhs.rsplit(".", 1)
+        name, param = name.strip(), param.strip()
+        if not name or not param:
+            raise click.BadParameter(f"{item!r}: empty name or parameter", param_hint="--set")
+        out.setdefault(name, {})[param] = parse_value(rhs.strip())
+    return out
+
+
+def resolve_sets(
+    items: Sequence[str], *, problems: Sequence[str], optimizers: Sequence[str] = ()
+) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The one reading of ``--set`` for every command: (problem params, optimizer params).
+
+    ``NAME`` must be one of the problems or optimizers the command works on; any other
+    name is a usage error naming the valid ones, so a typo never silently runs with the
+    defaults. A name that is both a problem and an optimizer counts as the problem.
+    """
+    parsed = parse_sets(items)
+    valid = list(dict.fromkeys([*problems, *optimizers]))
+    unknown = [name for name in parsed if name not in valid]
+    if unknown:
+        raise click.BadParameter(
+            f"unknown name(s) {', '.join(sorted(unknown))}: here --set NAME.param=value "
+            f"applies to {', '.join(valid) if valid else 'nothing'}",
+            param_hint="--set",
+        )
+    problem_params = {name: v for name, v in parsed.items() if name in problems}
+    optimizer_params = {name: v for name, v in parsed.items() if name not in problems}
+    return problem_params, optimizer_params
+
+
+def build_registry(plugin_dirs: Sequence[str]) -> Registry:
+    reg = get_registry(plugin_dirs)
+    for failure in reg.failures:
+        err_console.print(
+            f"[yellow]warning:[/] plugin [bold]{escape(failure.name)}[/] "
+            f"({escape(failure.source)}) failed: {escape(failure.error)}"
+        )
+    return reg
+
+
+def load_problem_cli(reg: Registry, name: str, params: dict[str, Any]):
+    try:
+        return load_from(reg, name, **params)
+    except UnknownNameError as exc:
+        raise click.BadParameter(str(exc), param_hint="--problem") from None
+    except (ValueError, TypeError) as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def exit_codes(*failures: str) -> str:
+    """The "Exit codes" epilog of a command; ``failures`` say when it exits 1.
+
+    ``\\b`` keeps click from re-wrapping the lines into one paragraph.
+    """
+    ones = [*failures, "an unexpected error (a Python traceback is printed)"]
+    lines = ["Exit codes:", "0    success"]
+    lines += [f"1    {text}" for text in ones]
+    lines += ["2    usage or input error (the message says what and the valid choices)"]
+    lines += ["130  interrupted (Ctrl-C)"]
+    return "\b\n" + "\n".join(lines)
+
+
+class CrfoptGroup(click.Group):
+    """The command group; Ctrl-C in any command exits 130 (click's own default is 1)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            err_console.print("[yellow]interrupted[/]")
+            raise click.exceptions.Exit(130) from None
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+# --------------------------------------------------------------------------- config files
+
+
+def _load_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``--config FILE``: YAML whose keys are the command's long options (e.g. passes: 20)."""
+    if not value:
+        return
+    import yaml
+
+    try:
+        with open(value, encoding="utf-8") as f:
+            data = yaml.safe_load(f) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise click.BadParameter(f"cannot read {value}: {exc}", param_hint="--config") from None
+    if not isinstance(data, dict):
+        raise click.BadParameter(f"{value}: expected a mapping of options", param_hint="--config")
+    # Keys are the long option names users type (problem, set, plugin-dir, n-jobs…).
+    by_option: dict[str, click.Parameter] = {}
+    for p in ctx.command.params:
+        if isinstance(p, click.Option) and p.name != "config":
+            for opt in p.opts:
+                if opt.startswith("--"):
+                    by_option[opt[2:]] = p
+    defaults = {}
+    for key, v in data.items():
+        opt = by_option.get(str(key)) or by_option.get(str(key).replace("_", "-"))
+        if opt is None:
+            raise click.BadParameter(
+                f"{value}: unknown option {key!r}; options: " + ", ".join(sorted(by_option)),
+                param_hint="--config",
+            )
+        if isinstance(v, list) and not opt.multiple:
+            v = ",".join(str(x) for x in v)
+        defaults[opt.name] = v
+    ctx.default_map = {**(ctx.default_map or {}), **defaults}
+
+
+config_option = click.option(
+    "--config",
+    type=click.Path(exists=True, dir_okay=False),
+    is_eager=True,
+    expose_value=False,
+    callback=_load_config,
+    help="YAML file of options (keys are the long option names); the command line wins.",
+)

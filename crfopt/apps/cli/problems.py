@@ -1,0 +1,224 @@
+"""Commands about problems: ``list``, ``info``, ``optimum`` and ``fetch``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from crfopt.apps.cli.options import (
+    build_registry,
+    console,
+    corpus_options,
+    corpus_params,
+    err_console,
+    exit_codes,
+    human_bytes,
+    load_problem_cli,
+    plugin_dir_option,
+    resolve_sets,
+)
+from crfopt.optim.registry import UnknownNameError
+
+
+@click.command("list", epilog=exit_codes())
+@click.argument("what", type=click.Choice(["optimizers", "problems", "all"]), default="all")
+@plugin_dir_option
+def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
+    """List registered optimizers and problems, their defaults and where they come from."""
+    reg = build_registry(plugin_dirs)
+    if what in ("optimizers", "all"):
+        table = Table(title="optimizers", show_lines=False)
+        for col in ("name", "summary", "parameters (defaults)", "source"):
+            table.add_column(col, overflow="fold")
+        for name in sorted(reg.optimizers):
+            spec = reg.optimizers[name]
+            params = ", ".join(f"{k}={v.default}" for k, v in spec.parameters().items())
+            table.add_row(*map(escape, (name, spec.summary, params, spec.source)))
+        console.print(table)
+    if what in ("problems", "all"):
+        table = Table(title="problems")
+        for col in ("name", "summary", "source"):
+            table.add_column(col, overflow="fold")
+        for name in sorted(reg.problems):
+            spec = reg.problems[name]
+            table.add_row(*map(escape, (name, spec.summary, spec.source)))
+        console.print(table)
+    if reg.failures:
+        table = Table(title="plugins that failed to load")
+        for col in ("plugin", "source", "error"):
+            table.add_column(col, overflow="fold")
+        for f in reg.failures:
+            table.add_row(*map(escape, (f.name, f.source, f.error)))
+        console.print(table)
+
+
+@click.command("info", epilog=exit_codes())
+@click.option("--problem", "problem_name", required=True, help="Problem name or corpus path.")
+@click.option("--set", "sets", multiple=True, help="Problem parameter, e.g. synthetic.n=500.")
+@corpus_options
+@plugin_dir_option
+def info_cmd(
+    problem_name: str,
+    sets: Sequence[str],
+    columns: str | None,
+    template: str | None,
+    test_path: str | None,
+    label_column: str | None,
+    plugin_dirs: Sequence[str],
+) -> None:
+    """Sizes of a problem (n, tokens, labels, attributes, d, λ), dual memory, provenance."""
+    reg = build_registry(plugin_dirs)
+    problem_sets, _ = resolve_sets(sets, problems=[problem_name])
+    params = {
+        **problem_sets.get(problem_name, {}),
+        **corpus_params(columns, template, test_path, label_column),
+    }
+    problem = load_problem_cli(reg, problem_name, params)
+    info = problem.info()
+    table = Table(title=f"problem {problem.name}", show_header=False)
+    table.add_column("quantity")
+    table.add_column("value", overflow="fold")
+    rows = [
+        ("sequences n", f"{info['n']:,}"),
+        ("tokens N", f"{info['tokens']:,}"),
+        ("labels K", str(info["labels"])),
+        ("attributes A", f"{info['attributes']:,}"),
+        ("max active attributes a", str(info["max_active"])),
+        ("dimension d", f"{info['dim']:,}"),
+        ("λ", f"{info['lam']:.6g}"),
+        ("bias block", "yes" if info["bias"] else "no"),
+        ("embedding", info["embedding"]),
+        ("P(0) = (N/n) log K", f"{info['P(0)']:.6f}"),
+        ("dual memory (float64)", human_bytes(info["dual_memory_float64"])),
+        ("dual memory (float32)", human_bytes(info["dual_memory_float32"])),
+    ]
+    for split in problem.splits[1:]:
+        rows.append(
+            (f"{split} split", f"{info[f'{split}_n']:,} seq / {info[f'{split}_tokens']:,} tok")
+        )
+    spec = reg.problems.get(problem_name)
+    if spec is not None:
+        rows.append(("source", spec.source))
+        if spec.reference:
+            rows.append(("reference", spec.reference))
+        if spec.notes:
+            rows.append(("notes", spec.notes))
+    meta = problem.metadata
+    for f in meta.pop("files", []) or []:
+        rows.append(
+            (
+                f"file {f['file']}",
+                f"{f['path']}\nsha256 {f['sha256'][:16]}…"
+                + (f"\nupstream {f['url']}" if f.get("url") else "")
+                + (f"\nlicence: {f['licence']}" if f.get("licence") else ""),
+            )
+        )
+    for key, value in meta.items():
+        rows.append((key, str(value)))
+    for k, v in rows:
+        table.add_row(escape(k), escape(v))
+    console.print(table)
+
+
+@click.command("optimum", epilog=exit_codes())
+@click.option("--problem", "problem_name", required=True, help="Problem name or corpus path.")
+@click.option("--set", "sets", multiple=True, help="Problem parameter, e.g. synthetic.n=500.")
+@click.option("--recompute", is_flag=True, help="Ignore the cached value.")
+@click.option(
+    "--tol", type=float, default=1e-10, show_default=True, help="Target certificate gap_P(w)/P(w)."
+)
+@plugin_dir_option
+def optimum_cmd(
+    problem_name: str, sets: Sequence[str], recompute: bool, tol: float, plugin_dirs: Sequence[str]
+) -> None:
+    """Compute (or show the cached) certified reference optimum P* of a problem."""
+    from crfopt.bench.optimum import _cache_file, reference_optimum
+
+    reg = build_registry(plugin_dirs)
+    problem_sets, _ = resolve_sets(sets, problems=[problem_name])
+    problem = load_problem_cli(reg, problem_name, problem_sets.get(problem_name, {}))
+
+    def progress(it: int, value: float, cert: float) -> None:
+        err_console.print(f"[dim]L-BFGS {it} iterations: P = {value:.10g}, gap_P = {cert:.3g}[/]")
+
+    ref = reference_optimum(problem, recompute=recompute, tol=tol, progress=progress)
+    table = Table(title=f"reference optimum of {problem.name}", show_header=False)
+    table.add_column("quantity")
+    table.add_column("value")
+    for k, v in [
+        ("P*", f"{ref.p_star:.10f}"),
+        ("certificate gap_P(w_ref)", f"{ref.certificate:.3g}"),
+        ("relative certificate", f"{ref.relative_certificate:.3g}"),
+        ("best dual value seen", "—" if ref.best_dual is None else f"{ref.best_dual:.10f}"),
+        ("L-BFGS iterations / evaluations", f"{ref.iterations} / {ref.evaluations}"),
+        ("seconds", f"{ref.seconds:.1f}"),
+        ("λ", f"{ref.lam:.6g}"),
+        ("cache", str(_cache_file(problem))),
+    ]:
+        table.add_row(k, v)
+    console.print(table)
+
+
+@click.command(
+    "fetch",
+    epilog=exit_codes("a file could not be found, downloaded or verified (the others are done)"),
+)
+@click.argument("names", nargs=-1)
+@click.option("--all", "fetch_all", is_flag=True, help="Every registered problem's files.")
+@click.option("--force", is_flag=True, help="Download again even if the file is cached.")
+@plugin_dir_option
+def fetch_cmd(
+    names: Sequence[str], fetch_all: bool, force: bool, plugin_dirs: Sequence[str]
+) -> None:
+    """Download and verify the raw files of problems into the data cache."""
+    from crfopt.data.sources import ChecksumError, fetch, locate, verify
+
+    reg = build_registry(plugin_dirs)
+    if fetch_all:
+        names = sorted(reg.problems)
+    if not names:
+        raise click.UsageError(
+            "name the problems to fetch (or --all); problems: " + ", ".join(sorted(reg.problems))
+        )
+    failed = False
+    for name in names:
+        try:
+            spec = reg.problem(name)
+        except UnknownNameError as exc:
+            raise click.BadParameter(str(exc), param_hint="NAMES") from None
+        if not spec.files:
+            console.print(f"{escape(name)}: nothing to download")
+        for df in spec.files:
+            label = f"{name}: {df.folder}/{df.name}"
+            try:
+                if not force:
+                    path = locate(df)
+                    verify(df, path)
+                    console.print(f"{escape(label)}: present and verified at {escape(str(path))}")
+                    continue
+            except FileNotFoundError:
+                pass
+            except ChecksumError as exc:
+                console.print(f"[yellow]{escape(label)}: {escape(str(exc))}; downloading[/]")
+            if df.url is None:
+                err_console.print(
+                    f"[red]{escape(label)}: not found and no download URL is "
+                    "known; put the file under CRFOPT_DATA (see PROVENANCE)[/]"
+                )
+                failed = True
+                continue
+            try:
+                path = fetch(df, progress=sys.stderr.isatty(), force=True)
+            except (ChecksumError, OSError) as exc:
+                err_console.print(f"[red]{escape(label)}: {escape(str(exc))}[/]")
+                failed = True
+                continue
+            console.print(f"{escape(label)}: downloaded and verified to {escape(str(path))}")
+            if df.licence:
+                console.print(f"  licence: {escape(df.licence)}")
+    if failed:
+        sys.exit(1)

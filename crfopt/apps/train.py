@@ -1,0 +1,93 @@
+"""Training one model: the single path behind ``crfopt train`` and :meth:`crfopt.CRF.fit`.
+
+``target_gap`` has one meaning everywhere it reaches this function: it is **relative to
+P(0)**, i.e. training stops at the first checkpoint whose true duality gap is
+≤ ``target_gap`` · P(0), with P(0) = (N/n) log K the objective at w = 0. A relative
+target is scale-free: the same setting means the same precision on a corpus of ten or
+ten thousand tokens per sequence, and a user need not know P(0) to choose it. (The
+runner's :class:`~crfopt.bench.runner.Budget` and ``crfopt compare --target-gap`` keep an
+absolute gap; this function converts.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from crfopt.apps.model import Model
+from crfopt.bench.runner import Budget, RunResult, run
+from crfopt.core.problem import CRFProblem
+from crfopt.optim.contract import OptimizerSpec
+from crfopt.optim.registry import Registry
+
+
+class TrainingError(RuntimeError):
+    """Training failed or diverged: there are no weights worth saving."""
+
+
+@dataclass(frozen=True)
+class Trained:
+    """What :func:`train` produced: the saved-to-be model and the run behind it."""
+
+    model: Model
+    result: RunResult
+    #: the absolute duality-gap target handed to the runner (``None``: no target)
+    absolute_target_gap: float | None
+
+
+def train(
+    problem: CRFProblem,
+    optimizer: str | OptimizerSpec,
+    *,
+    passes: float | None = 30.0,
+    target_gap: float | None = None,
+    seed: int = 0,
+    params: Mapping[str, Any] | None = None,
+    registry: Registry | None = None,
+    on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+) -> Trained:
+    """Train ``optimizer`` on ``problem`` and return the model with its run.
+
+    Parameters
+    ----------
+    passes : float, optional
+        Budget in effective passes of the iterations.
+    target_gap : float, optional
+        Stop once the true duality gap is ≤ ``target_gap`` · P(0) (relative to P(0), see
+        the module docstring); only methods with a dual reach it.
+    params : mapping, optional
+        Overrides of the optimizer's parameters.
+
+    Raises
+    ------
+    ValueError
+        An invalid budget (non-positive passes or target, or neither given).
+    crfopt.ParameterError
+        An unknown or ill-typed optimizer parameter.
+    TrainingError
+        The run failed or diverged.
+    """
+    if target_gap is not None and not target_gap > 0:
+        raise ValueError(f"target_gap must be positive, got {target_gap!r}")
+    absolute = None if target_gap is None else float(target_gap) * problem.primal_at_zero()
+    budget = Budget(passes=passes, target_gap=absolute)
+    result = run(
+        problem,
+        optimizer,
+        seed=seed,
+        params=dict(params or {}),
+        budget=budget,
+        registry=registry,
+        on_checkpoint=on_checkpoint,
+    )
+    if result.status in ("failed", "diverged") or result.w is None:
+        why = result.meta.get("error_summary") or "non-finite weights"
+        raise TrainingError(f"training {result.status}: {why}")
+    info = {
+        **result.summary(),
+        "problem": problem.name,
+        "lam": problem.lam,
+        "target_gap_relative": target_gap,
+    }
+    return Trained(Model.from_problem(problem, result.w, info), result, absolute)
