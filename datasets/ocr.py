@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 import crfopt
+from crfopt.data.cache import cached_problem
 from crfopt.data.readers import LETTERS, read_letter_data, read_sag4crf_mat
-from crfopt.data.sources import DataFile, cached_problem, files_metadata, locate, verify
+from crfopt.data.sources import DataFile, files_metadata, locate, verify
 
 OCR_MAT = DataFile(
     "ocr.mat",

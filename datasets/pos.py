@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import crfopt
 from crfopt.data.corpus import text_problem
-from crfopt.data.readers import Corpus, read_conll, read_conllu
+from crfopt.data.readers import read_conll, read_conllu_words
 from crfopt.data.sources import DataFile, files_metadata, locate, verify
 
 WSJ_NOTE = (
@@ -67,19 +67,6 @@ CONLL = {
 }
 
 
-def _ewt_reader(path: str, label: str):
-    def read() -> Corpus:
-        raw = read_conllu(path, label=label)
-        return Corpus(
-            tuple("word" if c == "form" else c for c in raw.columns),
-            raw.sentences,
-            raw.path,
-            raw.label,
-        )
-
-    return read
-
-
 def load_pos_ewt(
     lam: float | None = None,
     bias: bool = True,
@@ -93,7 +80,7 @@ def load_pos_ewt(
     digests = {s: verify(EWT[s], p) for s, p in paths.items()}
     return text_problem(
         "pos-ewt",
-        {s: _ewt_reader(str(p), label) for s, p in paths.items()},
+        {s: (lambda p=p: read_conllu_words(p, label=label)) for s, p in paths.items()},
         template,
         file_digests=digests,
         lam=lam,

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 import crfopt
+from crfopt.data.cache import cached_problem
 from crfopt.data.readers import read_sag4crf_mat
-from crfopt.data.sources import DataFile, cached_problem, files_metadata, locate, verify
+from crfopt.data.sources import DataFile, files_metadata, locate, verify
 
 _LICENCE = "no licence stated; derived from CoNLL-2000, CoNLL-2002 and (POS) LDC's WSJ"
 FILES = {

@@ -24,8 +24,9 @@ from crfopt.data.readers import (
     DataFormatError,
     open_text,
     read_conll,
-    read_conllu,
+    read_conllu_words,
 )
+from crfopt.data.vocabulary import Vocabulary
 
 
 class TaggingError(ValueError):
@@ -68,14 +69,7 @@ def read_input(
     fmt, train_columns, label = _layout(model)
     path = os.fspath(path)
     if _is_conllu(path) or (fmt == "conllu" and columns is None and not _looks_like_conll(path)):
-        raw = read_conllu(path, label=label or "xpos", encoding=encoding)
-        corpus = Corpus(
-            tuple("word" if c == "form" else c for c in raw.columns),
-            raw.sentences,
-            raw.path,
-            raw.label,
-        )
-        return corpus, "conllu"
+        return read_conllu_words(path, label=label or "xpos", encoding=encoding), "conllu"
     if isinstance(columns, str):
         columns = [c.strip() for c in columns.split(",") if c.strip()]
     probe = read_conll(path, label=None, encoding=encoding)
@@ -120,7 +114,7 @@ def tag_corpus(model: Model, corpus: Corpus) -> list[list[str]]:
             f"{corpus.path}: the model's template reads column(s) {', '.join(missing)}, the "
             f"input has {', '.join(corpus.columns)} (name them with --columns)"
         )
-    vocab = {name: j for j, name in enumerate(model.attributes)}
+    vocab = Vocabulary(model.attributes, frozen=True)
     col_index = {c: j for j, c in enumerate(corpus.columns)}
     lengths: list[int] = []
     indptr: list[int] = [0]
@@ -128,8 +122,7 @@ def tag_corpus(model: Model, corpus: Corpus) -> list[list[str]]:
     for sent in corpus.sentences:
         lengths.append(len(sent))
         for names in _token_attributes(sent, template, col_index):
-            # a set, as in training: an attribute fires once per token
-            indices.extend(sorted({vocab[a] for a in names if a in vocab}))
+            indices.extend(vocab.token(names))  # as in training (unknown ones dropped)
             indptr.append(len(indices))
     ids = model.viterbi(
         np.asarray(indptr, dtype=np.int64),

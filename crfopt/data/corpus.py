@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from crfopt.core.problem import CRFProblem
+from crfopt.data.cache import cached_problem
 from crfopt.data.features import Featurized, Template, featurize, load_template
-from crfopt.data.readers import Corpus, DataFormatError, read_conll, read_conllu
-from crfopt.data.sources import cached_problem, sha256_of
+from crfopt.data.readers import Corpus, DataFormatError, read_conll, read_conllu_words
+from crfopt.data.sources import sha256_of
 
 
 def problem_from_featurized(
@@ -143,14 +144,7 @@ def load_corpus(
         label_col = label or "xpos"
 
         def read(p: str) -> Corpus:
-            raw = read_conllu(p, label=label_col, encoding=encoding)
-            # name the word column as the templates expect
-            return Corpus(
-                tuple("word" if c == "form" else c for c in raw.columns),
-                raw.sentences,
-                raw.path,
-                raw.label,
-            )
+            return read_conllu_words(p, label=label_col, encoding=encoding)
 
         default_template = "pos"
     else:

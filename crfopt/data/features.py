@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from crfopt.data.readers import Corpus, DataFormatError
+from crfopt.data.vocabulary import Vocabulary, drop_columns
 from crfopt.kernels.arrays import Sequences
 
 #: Bump when featurization changes, so cached problems are rebuilt.
@@ -353,8 +354,7 @@ def featurize(
     label_names = sorted({tok[tr.column(label_col)] for sent in tr.sentences for tok in sent})
     label_id = {lab: k for k, lab in enumerate(label_names)}
 
-    vocab: dict[str, int] = {}
-    counts: list[int] = []
+    vocab = Vocabulary()
     splits: dict[str, Sequences] = {}
     stats: dict[str, Any] = {
         "template": template.name,
@@ -364,15 +364,17 @@ def featurize(
     order = [train, *[s for s in corpora if s != train]]
     raw: dict[str, tuple[list[int], list[int], list[int], list[int]]] = {}
     for split in order:
+        if split != train:
+            vocab.freeze()  # the dictionary comes from the training split only
         corpus = corpora[split]
         col_index = {c: j for j, c in enumerate(corpus.columns)}
         lj = col_index[label_col]
-        grow = split == train
         lengths: list[int] = []
         labels: list[int] = []
         indptr: list[int] = [0]
         indices: list[int] = []
-        dropped = unseen_labels = 0
+        dropped_before = vocab.dropped
+        unseen_labels = 0
         for sent in corpus.sentences:
             lengths.append(len(sent))
             attrs = _token_attributes(sent, template, col_index)
@@ -382,48 +384,27 @@ def featurize(
                     unseen_labels += 1
                     k = -1
                 labels.append(k)
-                ids = set()
-                for a in names:
-                    j = vocab.get(a)
-                    if j is None:
-                        if not grow:
-                            dropped += 1
-                            continue
-                        j = vocab[a] = len(counts)
-                        counts.append(0)
-                    if grow:
-                        counts[j] += 1
-                    ids.add(j)
-                indices.extend(sorted(ids))
+                indices.extend(vocab.token(names))
                 indptr.append(len(indices))
         raw[split] = (lengths, labels, indptr, indices)
-        stats[f"{split}_unknown_attributes_dropped"] = dropped
+        stats[f"{split}_unknown_attributes_dropped"] = vocab.dropped - dropped_before
         stats[f"{split}_tokens_with_unseen_labels"] = unseen_labels
-    names = [""] * len(vocab)
-    for a, j in vocab.items():
-        names[j] = a
-    keep_map = None
-    if min_count > 1:
-        counts_arr = np.asarray(counts)
-        keep = counts_arr >= min_count
-        keep_map = np.full(len(counts_arr), -1, dtype=np.int64)
-        keep_map[keep] = np.arange(int(keep.sum()))
-        names = [n for n, k in zip(names, keep) if k]
-        stats["attributes_below_min_count"] = int((~keep).sum())
+    # rare attributes go after every split is encoded: a test attribute below min_count
+    # is removed with its column, not counted as unknown
+    n_seen = len(vocab)
+    keep_map = vocab.prune(min_count)
+    if keep_map is not None:
+        stats["attributes_below_min_count"] = n_seen - len(vocab)
     for split in order:
         lengths, labels, indptr, indices = raw[split]
         ind = np.asarray(indices, dtype=np.int64)
         ptr = np.asarray(indptr, dtype=np.int64)
         if keep_map is not None:
-            new_ids = keep_map[ind]
-            ok = new_ids >= 0
-            row = np.repeat(np.arange(len(ptr) - 1), np.diff(ptr))
-            ptr = np.concatenate([[0], np.cumsum(np.bincount(row[ok], minlength=len(ptr) - 1))])
-            ind = new_ids[ok]
+            ptr, ind = drop_columns(ptr, ind, keep_map)
         splits[split] = Sequences(
             lengths=np.asarray(lengths, dtype=np.int64),
             labels=np.asarray(labels, dtype=np.int64),
             indptr=ptr,
             indices=ind,
         )
-    return Featurized(splits, label_names, names, stats)
+    return Featurized(splits, label_names, vocab.names, stats)

@@ -212,6 +212,23 @@ def read_conllu(
     return Corpus(CONLLU_COLUMNS, sentences, os.fspath(path), label)
 
 
+#: The column templates read the token text from, in every format.
+WORD_COLUMN = "word"
+
+
+def read_conllu_words(
+    path: str | os.PathLike[str], label: str = "xpos", *, encoding: str = "utf-8"
+) -> Corpus:
+    """:func:`read_conllu` with the ``form`` column named ``word``, as templates expect.
+
+    What the featurizer, ``crfopt tag`` and the CoNLL-U datasets read: a CoNLL-U corpus
+    then featurizes with the same templates as a CoNLL one.
+    """
+    raw = read_conllu(path, label=label, encoding=encoding)
+    columns = tuple(WORD_COLUMN if c == "form" else c for c in raw.columns)
+    return Corpus(columns, raw.sentences, raw.path, raw.label)
+
+
 @dataclass(frozen=True)
 class DenseSequences:
     """Sequences with dense embeddings (OCR): lengths, labels 0..K-1, X, fold per sequence."""

@@ -1,4 +1,4 @@
-"""Raw data files: where they are, how to download them, and the featurization cache.
+"""Raw data files: where they are, how to download them and check them.
 
 A problem definition lists its raw files as :class:`DataFile` entries. A file is looked
 for in ``$CRFOPT_DATA/<folder>/<name>`` (tests and CI point ``CRFOPT_DATA`` at
@@ -7,34 +7,23 @@ its canonical URL with pooch and verifies its sha256 — of the file as stored, 
 decompressed content (``raw_sha256``) when upstream compresses differently — and a
 mismatch is an error that leaves no file behind.
 
-Featurized problems are cached as ``.npz`` (arrays) plus UTF-8 JSON (dictionaries,
-metadata), keyed by the raw files' checksums, the template, the loader's parameters
-and :data:`crfopt.data.features.FEATURIZER_VERSION`; writes are atomic, so an interrupted
-build never leaves a half-written cache entry.
+What is built from these files is cached by :mod:`crfopt.data.cache`, keyed by their
+checksums (:func:`sha256_of`, :func:`verify`).
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import os
 import shutil
 import tempfile
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from crfopt.core.problem import CRFProblem
-from crfopt.data.fileio import atomic_write
 from crfopt.data.paths import cache_dir
-
-# 2: text problems carry their template and corpus layout (for `crfopt tag`)
-CACHE_FORMAT = 2
 
 
 class ChecksumError(OSError):
@@ -167,56 +156,6 @@ def verify(df: DataFile, path: Path) -> str:
         f"{path}: sha256 {digest} does not match the expected {df.sha256} "
         f"(PROVENANCE.md); the file is not the one this problem was defined on"
     )
-
-
-# --------------------------------------------------------------------------- cache
-
-
-def _text(obj: Any) -> np.ndarray:
-    return np.frombuffer(json.dumps(obj, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
-
-
-def cache_key(parts: Mapping[str, Any]) -> str:
-    from crfopt.data.features import FEATURIZER_VERSION
-
-    payload = {"cache_format": CACHE_FORMAT, "featurizer": FEATURIZER_VERSION, **parts}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
-
-
-def cached_problem(
-    name: str,
-    key_parts: Mapping[str, Any],
-    build: Callable[[], CRFProblem],
-    *,
-    lam: float | None = None,
-    refresh: bool = False,
-) -> CRFProblem:
-    """The problem stored under ``key_parts``, or ``build()`` it and store it.
-
-    The cache holds the processed kernel arrays, so a cached load does no work beyond
-    reading the file; λ is applied after loading (it is not part of the key).
-    """
-    key = cache_key(key_parts)
-    path = cache_dir("problems") / f"{name}-{key}.npz"
-    if path.exists() and not refresh:
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                arrays = {k: z[k] for k in z.files if k != "meta"}
-                meta = json.loads(bytes(z["meta"]).decode("utf-8"))
-            problem = CRFProblem.from_arrays(arrays, meta, lam=lam)
-            return problem
-        except (OSError, ValueError, KeyError, json.JSONDecodeError):
-            path.unlink(missing_ok=True)  # a damaged entry is rebuilt, never trusted
-    t0 = time.perf_counter()
-    problem = build()
-    seconds = time.perf_counter() - t0
-    arrays, meta = problem.to_arrays()
-    meta["metadata"] = {**meta["metadata"], "featurization_seconds": round(seconds, 3)}
-    with atomic_write(path, suffix=".npz") as f:
-        np.savez(f, meta=_text(meta), **arrays)
-    if lam is not None and lam != problem.lam:
-        problem = problem.with_lam(lam)
-    return problem
 
 
 def files_metadata(files: Sequence[DataFile], paths: Sequence[Path]) -> dict[str, Any]:
