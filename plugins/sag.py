@@ -55,9 +55,6 @@ class SAGState(NamedTuple):
     L_max: np.ndarray  # (1,) max_i L_i, decayed (sag-nus)
     L_sum: np.ndarray  # (1,) Σ_seen L_i
     m: np.ndarray  # (1,) number of examples seen
-    t_unseen: np.ndarray  # sum tree of unseen indicators (sag-nus)
-    t_seen: np.ndarray  # sum tree of seen indicators (sag-nus)
-    t_L: np.ndarray  # sum tree of L_i + λ over seen (sag-nus)
     t_max: np.ndarray  # max tree of L_i over seen (sag-nus-star, saga-nus)
 
 
@@ -253,26 +250,14 @@ def _sag_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
     return k_iters
 
 
-@jit(inline=True)
-def _draw_sag_nus(m, t_unseen, t_seen, t_L, n, P, u1, u2):
-    """SLRB13 §5.5: unseen w.p. (n - m)/n; else half uniform over seen, half ∝ L_i + λ."""
-    a = (n - m) / n
-    if u1 < a:
-        return samplers.tree_sample(t_unseen, P, u2)
-    r = (u1 - a) / (1.0 - a)  # a fresh uniform, given u1 ≥ a
-    if r < 0.5:
-        return samplers.tree_sample(t_seen, P, u2)
-    return samplers.tree_sample(t_L, P, u2)
-
-
 @jit
 def _sag_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
-    """SAG-NUS (§3.5): SLRB13's adaptive sampling, L_i halved on a revisit then searched."""
+    """SAG-NUS (§3.5): SLRB13's adaptive sampling (the ``nus`` sampler, weights L_i + λ),
+    L_i halved on a revisit then searched."""
     Lis, L_max, L_sum, m = st.Li, st.L_max, st.L_sum, st.m
-    t_unseen, t_seen, t_L = st.t_unseen, st.t_seen, st.t_L
-    n, leaves, lam = opts.n, opts.leaves, opts.lam
+    n, lam = opts.n, opts.lam
     for it in range(k_iters):
-        i = _draw_sag_nus(m[0], t_unseen, t_seen, t_L, n, leaves, u_rand[it, 0], u_rand[it, 1])
+        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
         f, gn2 = _visit(data, counters, st, wk, i, opts.lazy)
         was_seen = st.seen[i] != 0
         Li = Lis[i] * 0.5 if was_seen else Lis[i]
@@ -285,9 +270,7 @@ def _sag_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
             L_max[0] = Li
         if not was_seen:
             _first_visit(st, i)
-            samplers.tree_update(t_unseen, leaves, i, 0.0)
-            samplers.tree_update(t_seen, leaves, i, 1.0)
-        samplers.tree_update(t_L, leaves, i, Lis[i] + lam)
+        samplers.sampler_set_weight(sst, i, Lis[i] + lam)  # marks i seen in the sampler too
         mm = m[0]
         Lbar = L_sum[0] / mm
         Lmx = L_max[0]
@@ -420,8 +403,6 @@ class _SAGBase(crfopt.Optimizer):
             kernels.truth_transitions(kd, i, truth)
             P[i] = truth
         leaves = samplers.leaves_for(n)
-        t_unseen = np.zeros(2 * leaves)
-        samplers.tree_build(t_unseen, leaves, np.ones(n))
         t_max = np.zeros(2 * leaves)
         samplers.maxtree_build(t_max, leaves, np.full(n, -np.inf))
         L0 = prm["initial_lipschitz"]
@@ -437,9 +418,6 @@ class _SAGBase(crfopt.Optimizer):
             L_max=np.array([L0]),
             L_sum=np.zeros(1),
             m=np.zeros(1),
-            t_unseen=t_unseen,
-            t_seen=np.zeros(2 * leaves),
-            t_L=np.zeros(2 * leaves),
             t_max=t_max,
         )
         self._work = make_work(int(kd.max_len), pieces.max_support(kd), K)
@@ -491,6 +469,9 @@ class SAGNUS(_SAGBase):
     revisits."""
 
     _block = _sag_nus_block
+
+    def _make_sampler(self) -> crfopt.Sampler:
+        return crfopt.Sampler("nus", self.problem.n, self.rng, non_uniformity=0.5)
 
 
 class SAGNUSStar(_SAGBase):
