@@ -1,6 +1,9 @@
-"""``conll2000``: CoNLL-2000 chunking (WSJ §15–18 train, §20 test), template ``chunking``.
+"""The CoNLL-2000 files (WSJ §15–18 train, §20 test) and the two problems read from them.
 
-8936 training sentences / 211727 tokens / 22 chunk tags; 2012 / 47377 for testing.
+* ``conll2000``: chunking, template ``chunking``; 8936 training sentences / 211727
+  tokens / 22 chunk tags; 2012 / 47377 for testing.
+* ``pos-conll2000``: the gold PTB POS column of the same files, 44 tags, template
+  ``pos`` (word-based features only) — a substitute for the papers' WSJ POS set.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ import crfopt
 from crfopt.data.corpus import text_problem
 from crfopt.data.readers import read_conll
 from crfopt.data.sources import DataFile, files_metadata, locate, verify
+from crfopt_datasets.pos import WSJ_NOTE
 
 _LICENCE = "no explicit licence; derived from the Penn Treebank WSJ (research use)"
 TRAIN = DataFile(
@@ -48,6 +52,27 @@ def load_conll2000(
     )
 
 
+def load_pos_conll2000(
+    lam: float | None = None, bias: bool = True, template: str = "pos", min_count: int = 1
+) -> crfopt.CRFProblem:
+    paths = {s: locate(df) for s, df in (("train", TRAIN), ("test", TEST))}
+    digests = {s: verify(df, paths[s]) for s, df in (("train", TRAIN), ("test", TEST))}
+    return text_problem(
+        "pos-conll2000",
+        {s: (lambda p=p: read_conll(p, columns=COLUMNS, label="pos")) for s, p in paths.items()},
+        template,
+        file_digests=digests,
+        lam=lam,
+        bias=bias,
+        min_count=min_count,
+        label="pos",
+        metadata={
+            **files_metadata([TRAIN, TEST], [paths["train"], paths["test"]]),
+            "note": WSJ_NOTE,
+        },
+    )
+
+
 @crfopt.hookimpl
 def crfopt_register_problems() -> list[crfopt.ProblemSpec]:
     return [
@@ -61,5 +86,14 @@ def crfopt_register_problems() -> list[crfopt.ProblemSpec]:
             notes="CRFsuite's chunking template gives A = 335,672 attributes (d = 7.4 M, as "
             "CRFsuite itself); LPL18's SAG4CRF preprocessing had A = 74,658 (see "
             "reports/datasets.md).",
-        )
+        ),
+        crfopt.ProblemSpec(
+            name="pos-conll2000",
+            load=load_pos_conll2000,
+            defaults={"lam": None, "bias": True, "template": "pos", "min_count": 1},
+            summary="PTB POS tags of CoNLL-2000's WSJ §15-18 / §20, 44 tags — WSJ substitute",
+            reference="CoNLL-2000 POS column; LPL18 Table 1 (POS, substitute)",
+            files=(TRAIN, TEST),
+            notes=WSJ_NOTE,
+        ),
     ]

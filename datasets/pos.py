@@ -1,17 +1,17 @@
-"""POS tagging substitutes for the papers' WSJ set (LDC-licensed, not available here).
+"""``pos-ewt``: a POS tagging substitute for the papers' WSJ set (LDC-licensed, not here).
 
-* ``pos-ewt``: Universal Dependencies English-EWT r2.16, XPOS (PTB-style) tags, 49 in
-  train; train 12544 sentences / 204577 words, test 2077 / 25094, dev as ``dev``.
-* ``pos-conll2000``: the gold PTB POS column of CoNLL-2000 (WSJ §15–18 / §20), 44 tags.
-
-Both use the ``pos`` template (word-based features only; the gold POS is the label).
+Universal Dependencies English-EWT r2.16, XPOS (PTB-style) tags, 49 in train; train 12544
+sentences / 204577 words, test 2077 / 25094, dev as ``dev``. The ``pos`` template
+(word-based features only; the gold POS is the label). The other substitute,
+``pos-conll2000``, is registered by :mod:`crfopt_datasets.conll2000`, the module that
+owns the CoNLL-2000 files.
 """
 
 from __future__ import annotations
 
 import crfopt
 from crfopt.data.corpus import text_problem
-from crfopt.data.readers import read_conll, read_conllu_words
+from crfopt.data.readers import read_conllu_words
 from crfopt.data.sources import DataFile, files_metadata, locate, verify
 
 WSJ_NOTE = (
@@ -46,25 +46,6 @@ EWT = {
         licence=_EWT_LICENCE,
     ),
 }
-_CONLL_LICENCE = "no explicit licence; derived from the Penn Treebank WSJ (research use)"
-CONLL = {
-    "train": DataFile(
-        "train.txt.gz",
-        "conll2000",
-        sha256="160109d8a1c31381976affcb534abbfa11e0bb5acabc60d4feb5c6b0874a8858",
-        url="https://www.clips.uantwerpen.be/conll2000/chunking/train.txt.gz",
-        raw_sha256="82033cd7a72b209923a98007793e8f9de3abc1c8b79d646c50648eb949b87cea",
-        licence=_CONLL_LICENCE,
-    ),
-    "test": DataFile(
-        "test.txt.gz",
-        "conll2000",
-        sha256="6864d222606f9deff739206a49f01d43651041b8deb94f0ea4e98ba0b14217ab",
-        url="https://www.clips.uantwerpen.be/conll2000/chunking/test.txt.gz",
-        raw_sha256="73b7b1e565fa75a1e22fe52ecdf41b6624d6f59dacb591d44252bf4d692b1628",
-        licence=_CONLL_LICENCE,
-    ),
-}
 
 
 def load_pos_ewt(
@@ -91,27 +72,6 @@ def load_pos_ewt(
     )
 
 
-def load_pos_conll2000(
-    lam: float | None = None, bias: bool = True, template: str = "pos", min_count: int = 1
-) -> crfopt.CRFProblem:
-    paths = {s: locate(df) for s, df in CONLL.items()}
-    digests = {s: verify(CONLL[s], p) for s, p in paths.items()}
-    return text_problem(
-        "pos-conll2000",
-        {
-            s: (lambda p=p: read_conll(p, columns=("word", "pos", "chunk"), label="pos"))
-            for s, p in paths.items()
-        },
-        template,
-        file_digests=digests,
-        lam=lam,
-        bias=bias,
-        min_count=min_count,
-        label="pos",
-        metadata={**files_metadata(list(CONLL.values()), list(paths.values())), "note": WSJ_NOTE},
-    )
-
-
 @crfopt.hookimpl
 def crfopt_register_problems() -> list[crfopt.ProblemSpec]:
     return [
@@ -129,14 +89,5 @@ def crfopt_register_problems() -> list[crfopt.ProblemSpec]:
             reference="Silveira et al. 2014 (EWT); LPL18 Table 1 (POS, substitute)",
             files=tuple(EWT.values()),
             notes=WSJ_NOTE + " Test tokens with an XPOS unseen in training count as errors.",
-        ),
-        crfopt.ProblemSpec(
-            name="pos-conll2000",
-            load=load_pos_conll2000,
-            defaults={"lam": None, "bias": True, "template": "pos", "min_count": 1},
-            summary="PTB POS tags of CoNLL-2000's WSJ §15-18 / §20, 44 tags — WSJ substitute",
-            reference="CoNLL-2000 POS column; LPL18 Table 1 (POS, substitute)",
-            files=tuple(CONLL.values()),
-            notes=WSJ_NOTE,
         ),
     ]

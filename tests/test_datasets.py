@@ -188,3 +188,15 @@ def test_fetch_cli_finds_staged_files(cache):
     assert res.exit_code == 0, res.output
     assert res.output.count("present and verified") == 2
     assert str(DATA_DIR) in res.output
+
+
+def test_pos_conll2000_is_registered_by_the_module_that_owns_the_conll2000_files():
+    """One owner per set of raw files: the CoNLL-2000 module registers both problems read
+    from them, with the very same file declarations (not a second copy of the checksums)."""
+    from crfopt.optim.registry import get_registry
+
+    reg = get_registry()
+    chunk, pos = reg.problems["conll2000"], reg.problems["pos-conll2000"]
+    assert pos.source == chunk.source == "builtin:conll2000"
+    assert pos.files == chunk.files and all(a is b for a, b in zip(pos.files, chunk.files))
+    assert reg.problems["pos-ewt"].source == "builtin:pos"
