@@ -32,6 +32,7 @@ import numpy as np
 
 import crfopt
 from crfopt import jit, kernels, samplers
+from crfopt.core import duality
 from crfopt.kernels.vmath import vexp
 from crfopt.optim.dual import gibbs_scores, initial_dual
 
@@ -296,7 +297,7 @@ class OEG(crfopt.Optimizer):
             mu_n=mu.log_nodes,
             mu_e=mu.log_edges,
             P=Psum,
-            H=p.entropies(mu),
+            H=duality.entropies(p, mu),
             eta=np.full(p.n, prm["initial_step"]),
             iterations=np.zeros(1, dtype=np.int64),
         )

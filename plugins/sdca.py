@@ -31,6 +31,7 @@ import numpy as np
 
 import crfopt
 from crfopt import jit, kernels, samplers
+from crfopt.core import duality
 from crfopt.kernels.vmath import vexp, vlog
 from crfopt.optim.dual import initial_dual
 
@@ -600,7 +601,7 @@ class SDCA(crfopt.Optimizer):
         )
         w = p.conjugate_weights(self._mu)  # w⁰ = ŵ(μ⁰), no oracle call
         gaps = np.full(p.n, prm["initial_gap"])
-        entropies = p.entropies(self._mu)
+        entropies = duality.entropies(p, self._mu)
         self._state = SDCAState(
             w=w,
             mu_n=self._mu.log_nodes,

@@ -16,6 +16,7 @@ import pytest
 
 import crfopt
 from crfopt import Sequences
+from crfopt.bench.evaluator import Evaluator
 
 REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("CRFOPT_DATA", REPO.parent / "shared" / "datasets"))
@@ -208,7 +209,7 @@ def scipy_optimum(problem: crfopt.CRFProblem) -> np.ndarray:
     import scipy.optimize
 
     res = scipy.optimize.minimize(
-        problem.uncounted.value_and_gradient,
+        Evaluator(problem).value_and_gradient,
         problem.zeros(),
         jac=True,
         method="L-BFGS-B",

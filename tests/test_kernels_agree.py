@@ -15,6 +15,7 @@ import pytest
 
 import crfopt
 from crfopt import kernels
+from crfopt.core import duality
 from crfopt.kernels import _numpy as NP
 from crfopt.kernels.jit import JIT_ENABLED
 
@@ -138,14 +139,14 @@ def test_batch_kernels_agree(problem):
         g = np.empty(problem.dim)
         v = impl.batch_value_grad(kd, tr, w, True, g)
         v2 = impl.batch_value_grad(kd, tr, w, False, np.empty(0))
-        mu = problem.new_dual()
+        mu = duality.new_dual(problem)
         logz = np.empty(problem.n)
         impl.batch_log_marginals(kd, w, mu.log_nodes, mu.log_edges, logz)
         H = np.empty(problem.n)
         impl.batch_entropy(kd, mu.log_nodes, mu.log_edges, H)
         EF = np.empty(problem.dim)
         impl.batch_expected_features(kd, tr, mu.log_nodes, mu.log_edges, EF)
-        nu = problem.new_dual()
+        nu = duality.new_dual(problem)
         impl.batch_log_marginals(kd, 0.5 * w, nu.log_nodes, nu.log_edges, np.empty(problem.n))
         kl = np.empty(problem.n)
         impl.batch_kl(kd, mu.log_nodes, mu.log_edges, nu.log_nodes, nu.log_edges, kl)
@@ -358,7 +359,7 @@ def test_mixed_scaled_and_log_space_batch_agrees(problem):
         g = np.empty(problem.dim)
         v = impl.batch_value_grad(kd, tr, w, True, g)
         v2 = impl.batch_value_grad(kd, tr, w, False, np.empty(0))
-        mu = problem.new_dual()
+        mu = duality.new_dual(problem)
         logz = np.empty(problem.n)
         impl.batch_log_marginals(kd, w, mu.log_nodes, mu.log_edges, logz)
         EF = np.empty(problem.dim)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import crfopt
+from crfopt.bench.evaluator import Evaluator
 
 from conftest import scipy_optimum
 
@@ -123,7 +124,7 @@ def test_sg_family_matches_naive_dense_updates(small, variant):
 @pytest.mark.parametrize("variant", ["sg", "asg", "adagrad"])
 def test_sg_family_decreases_the_objective(small, w_star, variant):
     p = small.with_lam(small.lam)
-    p_star = p.uncounted.primal(w_star)
+    p_star = Evaluator(p).primal(w_star)
     res = crfopt.run(
         p, variant, budget=crfopt.Budget(passes=20), checkpoints="every:5", p_star=p_star
     )

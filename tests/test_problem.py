@@ -14,6 +14,8 @@ import scipy.optimize
 
 import crfopt
 from crfopt import Sequences
+from crfopt.bench.evaluator import Evaluator
+from crfopt.core import duality
 
 from conftest import enumerate_sequence, feature_vector, tiny_problem
 
@@ -44,11 +46,11 @@ def test_primal_matches_enumeration_and_p0(dense):
         s, e = (int(v) for v in problem.data.offsets[i : i + 2])
         nll += log_z - feature_vector(problem, X[s:e], problem.labels[s:e]) @ w
     expected = 0.5 * problem.lam * w @ w + nll / problem.n
-    assert problem.uncounted.primal(w) == pytest.approx(expected, rel=1e-12)
-    assert problem.uncounted.primal(problem.zeros()) == pytest.approx(
+    assert Evaluator(problem).primal(w) == pytest.approx(expected, rel=1e-12)
+    assert Evaluator(problem).primal(problem.zeros()) == pytest.approx(
         problem.n_tokens / problem.n * np.log(problem.n_labels), rel=1e-13
     )
-    assert problem.primal_at_zero() == pytest.approx(problem.uncounted.primal(problem.zeros()))
+    assert problem.primal_at_zero() == pytest.approx(Evaluator(problem).primal(problem.zeros()))
 
 
 @pytest.mark.parametrize("dense", [False, True])
@@ -56,13 +58,13 @@ def test_gradient_equals_central_finite_differences(dense):
     problem, _ = tiny_problem(2, dense=dense, K=4)
     rng = np.random.default_rng(1)
     w = rng.normal(scale=0.5, size=problem.dim)
-    g = problem.uncounted.gradient(w)
+    g = Evaluator(problem).gradient(w)
     h = 1e-5
     fd = np.empty(problem.dim)
     for j in range(problem.dim):
         e = np.zeros(problem.dim)
         e[j] = h
-        fd[j] = (problem.uncounted.primal(w + e) - problem.uncounted.primal(w - e)) / (2 * h)
+        fd[j] = (Evaluator(problem).primal(w + e) - Evaluator(problem).primal(w - e)) / (2 * h)
     np.testing.assert_allclose(g, fd, atol=1e-7, rtol=1e-6)
 
 
@@ -70,17 +72,17 @@ def test_gradient_on_synthetic_sparse_problem(small_sparse):
     p = small_sparse
     rng = np.random.default_rng(2)
     w = rng.normal(scale=0.3, size=p.dim)
-    g = p.uncounted.gradient(w)
+    g = Evaluator(p).gradient(w)
     for j in rng.choice(p.dim, size=25, replace=False):
         e = np.zeros(p.dim)
         e[j] = 1e-5
-        fd = (p.uncounted.primal(w + e) - p.uncounted.primal(w - e)) / 2e-5
+        fd = (Evaluator(p).primal(w + e) - Evaluator(p).primal(w - e)) / 2e-5
         assert g[j] == pytest.approx(fd, abs=1e-7)
 
 
 def _lbfgs_optimum(problem, tol=1e-13):
     res = scipy.optimize.minimize(
-        problem.uncounted.value_and_gradient,
+        Evaluator(problem).value_and_gradient,
         problem.zeros(),
         jac=True,
         method="L-BFGS-B",
@@ -93,16 +95,16 @@ def _lbfgs_optimum(problem, tol=1e-13):
 def test_strong_duality_at_scipy_optimum(dense):
     problem, _ = tiny_problem(3, dense=dense, K=3, lam=0.05)
     w_star = _lbfgs_optimum(problem)
-    p_star = problem.uncounted.primal(w_star)
-    gap_p = problem.primal_gap(w_star)
+    p_star = Evaluator(problem).primal(w_star)
+    gap_p = Evaluator(problem).primal_gap(w_star)
     assert gap_p < 1e-12
-    mu, _ = problem.model_marginals(w_star)
+    mu, _ = Evaluator(problem).model_marginals(w_star)
     d = problem.dual(mu)
     assert d <= p_star + 1e-12
     assert p_star - d == pytest.approx(gap_p, abs=1e-11)
     # ŵ(ν(w*)) = w* (eq. 16 at the optimum, G1)
     np.testing.assert_allclose(problem.conjugate_weights(mu), w_star, atol=1e-6)
-    assert problem.duality_gap(mu=mu) == pytest.approx(0.0, abs=1e-10)
+    assert Evaluator(problem).duality_gap(mu=mu) == pytest.approx(0.0, abs=1e-10)
 
 
 @pytest.mark.parametrize("dense", [False, True])
@@ -113,26 +115,26 @@ def test_gap_identities_and_nonnegativity(dense):
     for _ in range(3):
         w = rng.normal(size=problem.dim)
         # G1: ∇P(w) = λ (w - ŵ(ν(w)))
-        nu, _log_z = problem.model_marginals(w)
+        nu, _log_z = Evaluator(problem).model_marginals(w)
         np.testing.assert_allclose(
-            problem.uncounted.gradient(w),
+            Evaluator(problem).gradient(w),
             problem.lam * (w - problem.conjugate_weights(nu)),
             atol=1e-10,
         )
         # G2: P(w) - D(ν(w)) = ‖∇P‖²/(2λ) ≥ 0
-        g2 = problem.uncounted.primal(w) - problem.dual(nu)
-        assert g2 == pytest.approx(problem.primal_gap(w), rel=1e-9, abs=1e-12)
+        g2 = Evaluator(problem).primal(w) - problem.dual(nu)
+        assert g2 == pytest.approx(Evaluator(problem).primal_gap(w), rel=1e-9, abs=1e-12)
         assert g2 >= 0
         # G3 with an arbitrary feasible μ: a Gibbs distribution of other weights
-        mu, _ = problem.model_marginals(rng.normal(size=problem.dim))
+        mu, _ = Evaluator(problem).model_marginals(rng.normal(size=problem.dim))
         w_hat = problem.conjugate_weights(mu)
-        gaps = problem.example_gaps(mu)
+        gaps = Evaluator(problem).example_gaps(mu)
         assert np.all(gaps >= 0)
-        total = problem.duality_gap(mu=mu)
+        total = Evaluator(problem).duality_gap(mu=mu)
         assert total == pytest.approx(gaps.mean(), rel=1e-9)
         # per-block form g_i = log Z_i(w) - H̃(μ_i) - ⟨w, E_{μ_i} F⟩
-        H = problem.entropies(mu)
-        _nu_hat, log_z_hat = problem.model_marginals(w_hat)
+        H = duality.entropies(problem, mu)
+        _nu_hat, log_z_hat = Evaluator(problem).model_marginals(w_hat)
         for i in range(problem.n):
             EF = _block_expected_features(problem, i, *mu.sequence(i))
             gi = log_z_hat[i] - H[i] - w_hat @ EF
@@ -153,8 +155,8 @@ def _block_expected_features(problem, i, log_nodes, log_edges):
 
 def test_dual_at_uniform_marginals_and_entropy_bound(small_sparse):
     p = small_sparse
-    mu, _ = p.model_marginals(p.zeros())  # uniform: every labeling equally likely
-    H = p.entropies(mu)
+    mu, _ = Evaluator(p).model_marginals(p.zeros())  # uniform: every labeling equally likely
+    H = duality.entropies(p, mu)
     np.testing.assert_allclose(H, p.lengths * np.log(p.n_labels), rtol=1e-12)
 
 
@@ -169,15 +171,32 @@ def test_counting_rules(small_sparse):
     assert snap.effective_passes == pytest.approx(1.0)
     # evaluation adds nothing
     before = p.counters.snapshot()
-    p.uncounted.primal(w)
-    p.uncounted.gradient(w)
-    mu, _ = p.model_marginals(w)
-    p.dual(mu)
-    p.duality_gap(mu=mu)
-    p.duality_gap(w)
-    p.error(w, "test")
-    p.example_gaps(mu)
+    ev = Evaluator(p)
+    ev.primal(w)
+    ev.gradient(w)
+    mu, _ = ev.model_marginals(w)
+    ev.dual(mu)
+    gap_mu = ev.duality_gap(mu=mu)
+    gap_w = ev.duality_gap(w)
+    err = ev.error(w, "test")
+    ev.example_gaps(mu)
     assert p.counters.snapshot() == before
+    # no inference, nothing to count: the dual and the conjugate map on the problem
+    assert p.dual(mu) == ev.dual(mu)
+    np.testing.assert_array_equal(p.conjugate_weights(mu), duality.conjugate_weights(p, mu))
+    assert p.counters.snapshot() == before
+    # the problem's gaps and error are the evaluator's numbers, charged like the passes
+    # they make: P(ŵ(μ)) n forward calls, ∇P(w) n oracle calls, Viterbi one forward call
+    # per decoded sequence (of whichever split)
+    assert p.duality_gap(mu=mu) == gap_mu
+    assert (p.counters.forward_calls, p.counters.oracle_calls) == (p.n, p.n)
+    assert p.duality_gap(w) == gap_w
+    assert (p.counters.forward_calls, p.counters.oracle_calls) == (p.n, 2 * p.n)
+    n_test = len(p.split_data("test").offsets) - 1
+    assert p.error(w, "test") == err
+    assert p.counters.forward_calls == p.n + n_test
+    np.testing.assert_array_equal(p.predict(w, "train"), ev.predict(w, "train"))
+    assert p.counters.forward_calls == 2 * p.n + n_test
     # counted full-batch entry points
     p.counters.reset()
     p.primal(w)
@@ -214,7 +233,7 @@ def test_immutability(small_sparse):
     with pytest.raises(ValueError):
         q.data.indices[0] = 0
     w = np.random.default_rng(0).normal(size=p.dim)
-    assert q.uncounted.primal(w) == pytest.approx(p.uncounted.primal(w), rel=1e-14)
+    assert Evaluator(q).primal(w) == pytest.approx(Evaluator(p).primal(w), rel=1e-14)
     assert p.with_lam(0.5).fingerprint != p.fingerprint
 
 
@@ -254,8 +273,8 @@ def test_errors_and_prediction(small_dense):
     p = small_dense
     w0 = p.zeros()
     # at w = 0 every score ties, Viterbi returns label 0 everywhere (smallest index)
-    assert np.all(p.predict(w0, "test") == 0)
-    errs = p.errors(w0, "test")
+    assert np.all(Evaluator(p).predict(w0, "test") == 0)
+    errs = Evaluator(p).errors(w0, "test")
     assert errs["token"] == pytest.approx(np.mean(p.split_data("test").y != 0))
     with pytest.raises(KeyError, match="splits: train, test"):
         p.error(w0, "dev")
@@ -314,7 +333,7 @@ def test_initial_duals_are_consistent_marginals(init, dtype, small_sparse):
     if init == "gibbs":  # close to the truth: off-truth node mass ~ (K-1) e^-20 or less
         truth_mass = nodes[np.arange(p.n_tokens), p.labels]
         assert truth_mass.min() > 1 - (p.n_labels - 1) * np.exp(-9)
-    gap = p.duality_gap(mu=mu)  # evaluation works on float32 without a float64 copy
+    gap = Evaluator(p).duality_gap(mu=mu)  # evaluation works on float32 without a float64 copy
     assert np.isfinite(gap) and gap >= -1e-6
 
 
@@ -344,7 +363,7 @@ def test_arrays_roundtrip(small_sparse, small_dense):
         q = crfopt.CRFProblem.from_arrays(arrays, meta)
         assert q.fingerprint == p.fingerprint
         w = np.random.default_rng(0).normal(size=p.dim)
-        assert q.uncounted.primal(w) == pytest.approx(p.uncounted.primal(w), rel=1e-14)
+        assert Evaluator(q).primal(w) == pytest.approx(Evaluator(p).primal(w), rel=1e-14)
         assert q.error(w) == p.error(w)
         r = crfopt.CRFProblem.from_arrays(arrays, meta, lam=0.5)
         assert r.lam == 0.5 and r.n == p.n

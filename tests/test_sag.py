@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import crfopt
+from crfopt.bench.evaluator import Evaluator
 
 from conftest import scipy_optimum
 
@@ -21,7 +22,7 @@ def small():
 
 @pytest.fixture(scope="module")
 def p_star(small):
-    return small.uncounted.primal(scipy_optimum(small))
+    return Evaluator(small).primal(scipy_optimum(small))
 
 
 @pytest.mark.parametrize("name", VARIANTS)

@@ -7,6 +7,7 @@ import pytest
 import scipy.optimize
 
 import crfopt
+from crfopt.bench.evaluator import Evaluator
 
 
 def test_deterministic_for_a_seed():
@@ -42,7 +43,7 @@ def test_learning_beats_the_trivial_predictor(dense):
         scale=2.0,
     )
     res = scipy.optimize.minimize(
-        p.uncounted.value_and_gradient,
+        Evaluator(p).value_and_gradient,
         p.zeros(),
         jac=True,
         method="L-BFGS-B",

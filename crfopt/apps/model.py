@@ -189,6 +189,7 @@ class Model:
         self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, lengths: np.ndarray
     ) -> np.ndarray:
         """Viterbi labels (ids) of sequences given as a CSR over their tokens."""
+        from crfopt.bench.evaluator import Evaluator
         from crfopt.core.problem import CRFProblem
         from crfopt.kernels.arrays import Sequences
 
@@ -205,4 +206,4 @@ class Model:
             n_attributes=len(self.attributes),
             bias=self.bias is not None,
         )
-        return problem.predict(self.weights_for(problem), "train")
+        return Evaluator(problem).predict(self.weights_for(problem), "train")

@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from crfopt.bench.evaluator import Evaluator
 from crfopt.bench.runner import Budget, run
 from crfopt.core.problem import CRFProblem
 from crfopt.core.synthetic import make_synthetic
@@ -165,13 +166,13 @@ def _p_star(kind: str) -> float:
 
     p = _tiny(kind)
     res = scipy.optimize.minimize(
-        p.uncounted.value_and_gradient,
+        Evaluator(p).value_and_gradient,
         p.zeros(),
         jac=True,
         method="L-BFGS-B",
         options={"maxiter": 10000, "ftol": 0.0, "gtol": 1e-12, "maxcor": 30},
     )
-    return float(p.uncounted.primal(res.x))
+    return float(Evaluator(p).primal(res.x))
 
 
 def _data_digest(p: CRFProblem) -> str:
@@ -268,13 +269,13 @@ def _inspect_finite(
     w = np.asarray(opt.w, dtype=float)
     if not np.all(np.isfinite(w)):
         raise s.non_finite("weights", f"non-finite weights ({_describe_nonfinite(w)}) {when}")
-    primal = p.uncounted.primal(w)
+    primal = Evaluator(p).primal(w)
     if not math.isfinite(primal):
         raise s.non_finite("primal", f"non-finite primal P(w) = {primal} {when}")
     if "has_dual" in s.capabilities:
         mu = opt.dual_state()
         if mu is not None:
-            dual = p.dual(mu)
+            dual = Evaluator(p).dual(mu)
             if not math.isfinite(dual):
                 raise s.non_finite("dual", f"non-finite dual D(μ) = {dual} {when}")
         dv = opt.dual_value()
@@ -539,12 +540,13 @@ def check_dual_state(s: Subject) -> None:
         w = np.asarray(opt.w)
         if not np.allclose(w, w_hat, rtol=1e-6, atol=1e-8 * max(1.0, np.abs(w_hat).max())):
             raise s.fail("w = ŵ(μ)", f"max difference {np.abs(w - w_hat).max():.3g}")
-        gap = p.uncounted.primal(w) - p.dual(mu)
+        ev = Evaluator(p)
+        gap = ev.primal(w) - ev.dual(mu)
         if gap < -1e-10:
             raise s.fail("the duality gap is ≥ 0", f"gap = {gap:.3g}")
         dv = opt.dual_value()
-        if dv is not None and not math.isclose(dv, p.dual(mu), rel_tol=1e-6, abs_tol=1e-9):
-            raise s.fail("the incremental dual value is D(μ)", f"{dv} vs {p.dual(mu)}")
+        if dv is not None and not math.isclose(dv, ev.dual(mu), rel_tol=1e-6, abs_tol=1e-9):
+            raise s.fail("the incremental dual value is D(μ)", f"{dv} vs {ev.dual(mu)}")
     finally:
         opt.close()
 

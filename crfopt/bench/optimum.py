@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import scipy.optimize
 
+from crfopt.bench.evaluator import Evaluator
 from crfopt.core.problem import CRFProblem
 from crfopt.data.fileio import atomic_write
 from crfopt.data.paths import cache_dir
@@ -102,7 +103,7 @@ def compute_optimum(
     """
     t0 = time.perf_counter()
     w = problem.zeros()
-    ev = problem.uncounted
+    ev = Evaluator(problem)
     evaluations = 0
     iterations = 0
 

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from crfopt.bench.evaluator import Evaluator
 from crfopt.bench.results import to_frame
 from crfopt.core.problem import CRFProblem
 from crfopt.kernels.jit import JIT_ENABLED
@@ -210,7 +211,7 @@ def warm_up(spec: OptimizerSpec, params: Mapping[str, Any], problem: CRFProblem)
             opt.w  # noqa: B018 - a property may compile code too
         finally:
             opt.close()
-        tiny.uncounted.value_and_gradient(tiny.zeros())
+        Evaluator(tiny).value_and_gradient(tiny.zeros())
 
 
 def _capability(opt: Optimizer, name: str) -> bool:
@@ -222,13 +223,15 @@ def evaluate(
 ) -> tuple[dict[str, Any], bool]:
     """Checkpoint quantities of the optimizer's current state (uncounted, untimed).
 
-    Returns the row values and whether the state is finite.
+    Returns the row values and whether the state is finite. Everything goes through an
+    :class:`~crfopt.bench.evaluator.Evaluator`, so the problem's counters are untouched.
     """
+    ev = Evaluator(problem)
     w = np.asarray(opt.w)
     row: dict[str, Any] = {}
     if w.shape != (problem.dim,) or not np.all(np.isfinite(w)):
         return row, False
-    primal = problem.uncounted.primal(w)
+    primal = ev.primal(w)
     if not math.isfinite(primal):
         return row, False
     row["primal"] = primal
@@ -236,17 +239,17 @@ def evaluate(
         row["suboptimality"] = primal - p_star
     mu = opt.dual_state() if _capability(opt, "has_dual") else None
     if mu is not None:
-        dual = problem.dual(mu)
+        dual = ev.dual(mu)
         row["dual"] = dual
         row["duality_gap"] = primal - dual
     else:
-        row["duality_gap"] = problem.primal_gap(w)
+        row["duality_gap"] = ev.primal_gap(w)
     est = opt.gap_estimate()
     if est is not None:
         row["gap_estimate"] = float(est)
-    row["train_error"] = problem.error(w, "train")
+    row["train_error"] = ev.error(w, "train")
     if "test" in problem.splits:
-        row["test_error"] = problem.error(w, "test")
+        row["test_error"] = ev.error(w, "test")
     return row, True
 
 

@@ -1,8 +1,34 @@
-"""The CRF training problem (ALGORITHMS.md §1): data, feature map, λ, oracles, objectives.
+"""The CRF training problem (ALGORITHMS.md §1): data, sizes, counters, counted oracles.
 
 :class:`CRFProblem` is what every optimizer works on and what every comparison counts
 against. It is immutable after construction except for its work counters, which the
-oracle kernels increment (§2).
+oracle kernels increment (§2). It holds only what an optimizer may use:
+
+- the data and sizes, the ground-truth features, the radii R_i (§1.7);
+- the counted oracles (``oracle``, ``forward``, ``oracle_scores``, ``forward_scores``) and
+  the counted full passes (``primal``, ``gradient``, ``value_and_gradient``: n forward or
+  oracle calls each), and ``initialization()``, which books a setup's calls apart;
+- construction (from sequences, from saved arrays, with another λ — one path, and λ is
+  validated in one place) and pickling, which goes through that same path.
+
+What moved out, and why:
+
+- the weight layout → :mod:`crfopt.core.layout` (``zeros``/``pack``/``unpack`` stay as
+  one-line delegates: README and DESIGN name them on the problem);
+- duality → :mod:`crfopt.core.duality`, functions of (problem, μ). ``dual(μ)`` and
+  ``conjugate_weights(μ)`` stay as delegates (DESIGN's public surface; no inference, so
+  nothing to count — dual optimizers use ŵ(μ⁰));
+- *uncounted* evaluation (P, ∇P, gaps, ν(w) and Viterbi for the trace) → the benchmark's
+  ``crfopt.bench.evaluator.Evaluator``, which the runner owns. An optimizer is handed the
+  problem, so it is never handed an uncounted inference method; the audit cell of the
+  kernel data stays as a second line of defence against imports of the free functions.
+
+``duality_gap``, ``predict`` and ``error`` are in DESIGN's public surface, so they stay,
+and they *count*: ``duality_gap`` pays its full pass (n forward calls with μ, n oracle calls
+with w) and Viterbi costs what a forward pass does, so each decoded sequence is one
+forward call, whatever the split. A user calling ``problem.error(w, "test")`` sees that
+in the counters; an optimizer that peeks at its test error pays for it. The benchmark
+evaluates with the evaluator, which counts nothing.
 """
 
 from __future__ import annotations
@@ -11,12 +37,15 @@ import contextlib
 import hashlib
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from crfopt import kernels as _kernels
+from crfopt.core import duality
+from crfopt.core.duality import DualMarginals
+from crfopt.core.layout import WeightBlocks, WeightLayout
 from crfopt.kernels.arrays import (
     KernelData,
     Sequences,
@@ -40,18 +69,15 @@ if JIT_ENABLED:
 else:
     from crfopt.kernels import _numpy as _impl
 
-
-@dataclass(frozen=True)
-class WeightBlocks:
-    """Views of a flat weight vector in the paper's layout (ALGORITHMS.md §1.1).
-
-    ``emission`` is K × A, ``bias`` K × 3 (count, first, last) or ``None`` when the
-    problem has no bias block, ``transition`` K × K. Writing to a view writes to ``w``.
-    """
-
-    emission: np.ndarray
-    bias: np.ndarray | None
-    transition: np.ndarray
+__all__ = [
+    "CRFProblem",
+    "DualMarginals",
+    "ForwardResult",
+    "LocalGradient",
+    "OracleResult",
+    "WeightBlocks",
+    "decode",
+]
 
 
 @dataclass(frozen=True)
@@ -69,9 +95,9 @@ class LocalGradient:
     def to_dense(self, problem: CRFProblem) -> np.ndarray:
         g = np.zeros(problem.dim)
         K = problem.n_labels
-        E = g[: problem.n_kernel_attributes * K].reshape(-1, K)
+        E = g[: problem.layout.transition_offset].reshape(-1, K)
         E[self.attributes] = self.emission
-        g[problem.n_kernel_attributes * K :] = self.transition.ravel()
+        g[problem.layout.transition_offset :] = self.transition.ravel()
         return g
 
 
@@ -104,36 +130,12 @@ class ForwardResult:
     nll: float
 
 
-@dataclass
-class DualMarginals:
-    """Log-marginals μ_i of every training sequence: the dual variables of §1.3.
-
-    ``log_nodes`` has one row per token (N × K); ``log_edges`` one K × K table per edge
-    ((N - n) × K × K), sequence ``i`` owning ``offsets[i]-i : offsets[i+1]-i-1``.
-    """
-
-    log_nodes: np.ndarray
-    log_edges: np.ndarray
-    offsets: np.ndarray = field(repr=False)
-
-    def sequence(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """Views (log node T×K, log edge (T-1)×K×K) of sequence ``i``."""
-        s, e = int(self.offsets[i]), int(self.offsets[i + 1])
-        return self.log_nodes[s:e], self.log_edges[s - i : e - i - 1]
-
-    def copy(self) -> DualMarginals:
-        return DualMarginals(self.log_nodes.copy(), self.log_edges.copy(), self.offsets)
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.log_nodes.nbytes + self.log_edges.nbytes)
-
-
-def _as_weights(w: Any, dim: int) -> np.ndarray:
-    a = np.asarray(w, dtype=np.float64)
-    if a.shape != (dim,):
-        raise ValueError(f"weights must be a flat vector of length d={dim}, got shape {a.shape}")
-    return np.ascontiguousarray(a)
+def _validated_lam(lam: Any) -> float:
+    """The one place λ is checked: every construction path ends here."""
+    ok = isinstance(lam, (int, float, np.integer, np.floating)) and not isinstance(lam, bool)
+    if not (ok and math.isfinite(lam) and lam > 0):
+        raise ValueError(f"lam must be a positive finite number, got {lam!r}")
+    return float(lam)
 
 
 def _hash_arrays(h: Any, *arrays: np.ndarray) -> None:
@@ -143,6 +145,33 @@ def _hash_arrays(h: Any, *arrays: np.ndarray) -> None:
         h.update(str(a.shape).encode())
         if a.size:
             h.update(memoryview(a).cast("B"))
+
+
+def _readonly(a: Any, dtype: Any = None) -> np.ndarray:
+    arr = np.ascontiguousarray(a, dtype=dtype)
+    arr.setflags(write=False)
+    return arr
+
+
+def decode(problem: CRFProblem, w: np.ndarray, split: str = "test") -> np.ndarray:
+    """Viterbi labels of every token of ``split``, counting nothing (the evaluator's).
+
+    :meth:`CRFProblem.predict` is the counted twin.
+    """
+    kd = problem.split_data(split)
+    out = np.empty(len(kd.y), dtype=np.int64)
+    with batch_threads():
+        _impl.batch_viterbi(kd, problem.layout.check(w), out)
+    return out
+
+
+def _restore(
+    arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], counts: np.ndarray
+) -> CRFProblem:
+    """Unpickling: the problem rebuilt by :meth:`CRFProblem.from_arrays`, counters kept."""
+    problem = CRFProblem.from_arrays(arrays, meta)
+    problem.counters.array[:] = counts
+    return problem
 
 
 class CRFProblem:
@@ -161,7 +190,7 @@ class CRFProblem:
     lam : float, optional
         λ; default ``1/n`` (LPL18 §6.1, SBA15 §6).
     test : Sequences, optional
-        The test split used by :meth:`error` with ``split="test"``. Evaluation splits may
+        The held-out split evaluated as ``"test"``. Evaluation splits may
         carry label -1 for tokens whose label never occurs in training (always an error).
     splits : mapping of str to Sequences, optional
         Further evaluation splits (e.g. NER's ``testa``).
@@ -205,43 +234,74 @@ class CRFProblem:
             raise ValueError("n_labels must be at least 1")
         if n_attributes < 0:
             raise ValueError("n_attributes must be non-negative")
-        self._n_labels = int(n_labels)
-        self._n_attributes = int(n_attributes)
-        self._bias = bool(bias)
-        self._data = build_kernel_data(train, self._n_labels, self._n_attributes, self._bias)
-        n = len(self._data.offsets) - 1
-        if lam is None:
-            lam = 1.0 / n
-        if not (isinstance(lam, (int, float, np.floating)) and math.isfinite(lam) and lam > 0):
-            raise ValueError(f"lam must be a positive finite number, got {lam!r}")
-        self._lam = float(lam)
-        self._splits: dict[str, KernelData] = {}
+        K, A, bias = int(n_labels), int(n_attributes), bool(bias)
+        data = build_kernel_data(train, K, A, bias)
         all_splits = dict(splits or {})
         if test is not None:
             all_splits["test"] = test
-        for split_name, seqs in all_splits.items():
-            if split_name == "train":
-                raise ValueError("'train' is reserved for the training split")
-            self._splits[split_name] = build_kernel_data(
-                seqs, self._n_labels, self._n_attributes, self._bias, unseen_labels_ok=True
-            )
-        if label_names is not None and len(label_names) != self._n_labels:
-            raise ValueError(f"{len(label_names)} label names for {self._n_labels} labels")
-        self._label_names = tuple(label_names) if label_names is not None else None
-        if attribute_names is not None and len(attribute_names) != self._n_attributes:
+        if "train" in all_splits:
+            raise ValueError("'train' is reserved for the training split")
+        held_out = {
+            split_name: build_kernel_data(seqs, K, A, bias, unseen_labels_ok=True)
+            for split_name, seqs in all_splits.items()
+        }
+        self._assemble(
+            layout=WeightLayout(K, A, bias),
+            data=data,
+            splits=held_out,
+            lam=1.0 / (len(data.offsets) - 1) if lam is None else lam,
+            truth=None,
+            label_names=label_names,
+            attribute_names=attribute_names,
+            name=name,
+            metadata=metadata,
+        )
+
+    def _assemble(
+        self,
+        *,
+        layout: WeightLayout,
+        data: KernelData,
+        splits: dict[str, KernelData],
+        lam: Any,
+        truth: np.ndarray | None,
+        label_names: Any,
+        attribute_names: Any,
+        name: str,
+        metadata: Mapping[str, Any] | None,
+    ) -> None:
+        """Set every field once; both construction paths (and so pickling and
+        :meth:`with_lam`) end here, so the checks below are the only ones."""
+        set_ = self._set_cache
+        K, A = layout.n_labels, layout.n_attributes
+        if int(data.n_attributes) != layout.n_kernel_attributes:
             raise ValueError(
-                f"{len(attribute_names)} attribute names for {self._n_attributes} attributes"
+                f"kernel data has {int(data.n_attributes)} attribute rows, the layout "
+                f"{layout.n_kernel_attributes}"
             )
-        self._attribute_names = tuple(attribute_names) if attribute_names is not None else None
-        self._name = str(name)
-        self._metadata = dict(metadata or {})
-        self._counter_array = new_counter_array()
-        self._counters = Counters(self._counter_array, n)
-        self._truth = self._compute_truth_features()
-        self._transpose: Transpose | None = None
-        self._fingerprint: str | None = None
-        self._radii: np.ndarray | None = None
-        self._frozen = True
+        if label_names is not None and len(label_names) != K:
+            raise ValueError(f"{len(label_names)} label names for {K} labels")
+        if attribute_names is not None and len(attribute_names) != A:
+            raise ValueError(f"{len(attribute_names)} attribute names for {A} attributes")
+        set_("_layout", layout)
+        set_("_n_labels", K)
+        set_("_n_attributes", A)
+        set_("_bias", layout.bias)
+        set_("_data", data)
+        set_("_splits", splits)
+        set_("_lam", _validated_lam(lam))
+        set_("_label_names", tuple(label_names) if label_names else None)
+        set_("_attribute_names", tuple(attribute_names) if attribute_names else None)
+        set_("_name", str(name))
+        set_("_metadata", dict(metadata or {}))
+        counter_array = new_counter_array()
+        set_("_counter_array", counter_array)
+        set_("_counters", Counters(counter_array, int(len(data.offsets) - 1)))
+        set_("_transpose", None)
+        set_("_fingerprint", None)
+        set_("_radii", None)
+        set_("_truth", self._compute_truth_features() if truth is None else truth)
+        set_("_frozen", True)
 
     # ---------------------------------------------------------------- immutability
     def __setattr__(self, key: str, value: Any) -> None:
@@ -252,27 +312,11 @@ class CRFProblem:
     def _set_cache(self, key: str, value: Any) -> None:
         object.__setattr__(self, key, value)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_transpose"] = None
-        del state["_counters"]  # rebuilt around the counter array on unpickling
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        # Unpickled arrays come back writable: make the data read-only again.
-        def freeze(kd: KernelData) -> KernelData:
-            fields = {}
-            for fname, value in kd._asdict().items():
-                if isinstance(value, np.ndarray) and fname != "audit":
-                    value = np.ascontiguousarray(value)
-                    value.setflags(write=False)
-                fields[fname] = value
-            return KernelData(**fields)
-
-        object.__setattr__(self, "__dict__", state)
-        object.__setattr__(self, "_data", freeze(state["_data"]))
-        object.__setattr__(self, "_splits", {k: freeze(v) for k, v in state["_splits"].items()})
-        object.__setattr__(self, "_counters", Counters(state["_counter_array"], self.n))
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # Pickling is to_arrays → from_arrays (the featurization cache's path): the copy
+        # gets read-only data, a fresh audit cell and caches, and the counts so far.
+        arrays, meta = self.to_arrays()
+        return _restore, (arrays, meta, self._counter_array.copy())
 
     # ---------------------------------------------------------------- sizes
     @property
@@ -302,12 +346,17 @@ class CRFProblem:
     @property
     def n_kernel_attributes(self) -> int:
         """A plus the bias attributes: rows of the stored emission+bias block."""
-        return int(self._data.n_attributes)
+        return self._layout.n_kernel_attributes
 
     @property
     def dim(self) -> int:
         """d = K (A + 3 + K), or K (A + K) without bias."""
-        return self.n_kernel_attributes * self._n_labels + self._n_labels**2
+        return self._layout.dim
+
+    @property
+    def layout(self) -> WeightLayout:
+        """Where each block of w lives (:mod:`crfopt.core.layout`)."""
+        return self._layout
 
     @property
     def lam(self) -> float:
@@ -471,101 +520,56 @@ class CRFProblem:
     def from_arrays(
         cls, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], *, lam: float | None = None
     ) -> CRFProblem:
-        """Rebuild a problem saved with :meth:`to_arrays` (λ may be changed)."""
-        problem = object.__new__(cls)
-        set_ = problem._set_cache
-        set_("_n_labels", int(meta["n_labels"]))
-        set_("_n_attributes", int(meta["n_attributes"]))
-        set_("_bias", bool(meta["bias"]))
-        set_("_name", str(meta["name"]))
-        names = meta.get("label_names")
-        set_("_label_names", tuple(names) if names else None)
-        attrs = meta.get("attribute_names")
-        set_("_attribute_names", tuple(attrs) if attrs else None)
-        set_("_metadata", dict(meta.get("metadata") or {}))
+        """Rebuild a problem saved with :meth:`to_arrays` (λ may be changed), no recomputation."""
+        K = int(meta["n_labels"])
         kds = {}
         for split, info in meta["splits"].items():
-            fields = {}
+            fields: dict[str, Any] = {}
             for fname in KernelData._fields:
                 if fname == "audit":
                     fields[fname] = np.zeros(1, dtype=np.int64)
                 elif fname == "dense":
                     fields[fname] = bool(info["dense"])
-                elif fname in ("n_labels",):
-                    fields[fname] = np.int64(meta["n_labels"])
-                elif fname == "n_attributes":
-                    fields[fname] = np.int64(info["n_attributes"])
-                elif fname == "max_len":
-                    fields[fname] = np.int64(info["max_len"])
+                elif fname == "n_labels":
+                    fields[fname] = np.int64(K)
+                elif fname in ("n_attributes", "max_len"):
+                    fields[fname] = np.int64(info[fname])
                 else:
-                    arr = np.ascontiguousarray(arrays[f"{split}.{fname}"])
-                    arr.setflags(write=False)
-                    fields[fname] = arr
+                    fields[fname] = _readonly(arrays[f"{split}.{fname}"])
             kds[split] = KernelData(**fields)
-        set_("_data", kds.pop("train"))
-        set_("_splits", kds)
-        n = int(len(problem._data.offsets) - 1)
-        value = float(meta["lam"]) if lam is None else float(lam)
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"lam must be a positive finite number, got {value!r}")
-        set_("_lam", value)
-        truth = np.ascontiguousarray(arrays["truth"], dtype=np.float64)
-        truth.setflags(write=False)
-        set_("_truth", truth)
-        counter_array = new_counter_array()
-        set_("_counter_array", counter_array)
-        set_("_counters", Counters(counter_array, n))
-        set_("_transpose", None)
-        set_("_fingerprint", None)
-        set_("_radii", None)
-        set_("_frozen", True)
+        problem = object.__new__(cls)
+        problem._assemble(
+            layout=WeightLayout(K, int(meta["n_attributes"]), bool(meta["bias"])),
+            data=kds.pop("train"),
+            splits=kds,
+            lam=meta["lam"] if lam is None else lam,
+            truth=_readonly(arrays["truth"], np.float64),
+            label_names=meta.get("label_names"),
+            attribute_names=meta.get("attribute_names"),
+            name=meta["name"],
+            metadata=meta.get("metadata"),
+        )
         return problem
 
     def with_lam(self, lam: float) -> CRFProblem:
         """The same data and feature map with another λ (fresh counters)."""
-        clone = object.__new__(CRFProblem)
-        state = self.__getstate__()
-        state["_lam"] = float(lam)
-        state["_counter_array"] = new_counter_array()
-        state["_fingerprint"] = None
-        clone.__setstate__(state)
-        if not (math.isfinite(lam) and lam > 0):
-            raise ValueError(f"lam must be a positive finite number, got {lam!r}")
-        return clone
+        arrays, meta = self.to_arrays()
+        return CRFProblem.from_arrays(arrays, meta, lam=lam)
 
     # ---------------------------------------------------------------- weights
     def zeros(self) -> np.ndarray:
         """w = 0, the starting point of the primal methods."""
-        return np.zeros(self.dim)
+        return self._layout.zeros()
 
     def unpack(self, w: np.ndarray) -> WeightBlocks:
         """K × A emission, K × 3 bias and K × K transition views of ``w``."""
-        if w.shape != (self.dim,):
-            raise ValueError(f"expected a vector of length {self.dim}, got {w.shape}")
-        K, A = self._n_labels, self._n_attributes
-        A_tot = self.n_kernel_attributes
-        EB = w[: A_tot * K].reshape(A_tot, K)
-        return WeightBlocks(
-            emission=EB[:A].T,
-            bias=EB[A:].T if self._bias else None,
-            transition=w[A_tot * K :].reshape(K, K),
-        )
+        return self._layout.unpack(w)
 
     def pack(
         self, emission: np.ndarray, bias: np.ndarray | None, transition: np.ndarray
     ) -> np.ndarray:
         """Inverse of :meth:`unpack`."""
-        w = self.zeros()
-        blocks = self.unpack(w)
-        blocks.emission[...] = emission
-        if self._bias:
-            if bias is None:
-                raise ValueError("this problem has a bias block")
-            blocks.bias[...] = bias  # type: ignore[index]
-        elif bias is not None:
-            raise ValueError("this problem has no bias block")
-        blocks.transition[...] = transition
-        return w
+        return self._layout.pack(emission, bias, transition)
 
     # ---------------------------------------------------------------- counted oracles
     def _seq_len(self, i: int) -> int:
@@ -580,7 +584,7 @@ class CRFProblem:
         ∇ℓ_i(w) on the sequence's active attributes.
         """
         T = self._seq_len(i)
-        w = _as_weights(w, self.dim)
+        w = self._layout.check(w)
         K = self._n_labels
         log_nodes = np.empty((T, K))
         log_edges = np.empty((max(T - 1, 0), K, K))
@@ -591,21 +595,19 @@ class CRFProblem:
         return OracleResult(float(log_z), float(nll), log_nodes, log_edges, grad)
 
     def _local_gradient(self, i: int, nodes: np.ndarray, edge_sum: np.ndarray) -> LocalGradient:
-        s = int(self._data.offsets[i])
-        T = nodes.shape[0]
-        weights = nodes.copy()
-        weights[np.arange(T), self._data.y[s : s + T]] -= 1.0
+        K = self._n_labels
         lo, hi = _kernels.support_bounds(self._data, i)
-        E_loc = np.empty((hi - lo, self._n_labels))
-        _kernels.expected_emission(self._data, i, weights, E_loc)
-        truth = np.empty((self._n_labels, self._n_labels))
-        _kernels.truth_transitions(self._data, i, truth)
-        return LocalGradient(np.asarray(self._data.support[lo:hi]), E_loc, edge_sum - truth)
+        E_loc = np.empty((hi - lo, K))
+        trans = np.empty((K, K))
+        _kernels.local_gradient(
+            self._data, i, nodes, edge_sum, np.empty_like(nodes), np.empty((K, K)), E_loc, trans
+        )
+        return LocalGradient(np.asarray(self._data.support[lo:hi]), E_loc, trans)
 
     def forward(self, i: int, w: np.ndarray) -> ForwardResult:
         """Counted forward-only call on sequence ``i`` (1 forward call)."""
         self._seq_len(i)
-        w = _as_weights(w, self.dim)
+        w = self._layout.check(w)
         log_z, nll = _kernels.forward(self._data, self._counter_array, i, w)
         return ForwardResult(float(log_z), float(nll))
 
@@ -613,7 +615,7 @@ class CRFProblem:
         """θ(w; x_i), T × K (uncounted: a linear map, not inference)."""
         T = self._seq_len(i)
         out = np.empty((T, self._n_labels))
-        _kernels.unary_scores(self._data, i, _as_weights(w, self.dim), out)
+        _kernels.unary_scores(self._data, i, self._layout.check(w), out)
         return out
 
     def oracle_scores(self, i: int, unary: np.ndarray, pairwise: np.ndarray) -> OracleResult:
@@ -651,35 +653,22 @@ class CRFProblem:
 
     def primal(self, w: np.ndarray) -> float:
         """Counted P(w): n forward calls."""
-        return self._value_grad(w, want_grad=False, counted=True)[0]
+        value = duality.objective(self, w)[0]
+        self._counter_array[FORWARD_CALLS] += self.n
+        return value
 
     def gradient(self, w: np.ndarray) -> np.ndarray:
         """Counted ∇P(w): n oracle calls."""
-        return self._value_grad(w, want_grad=True, counted=True)[1]
+        return self.value_and_gradient(w)[1]
 
     def value_and_gradient(self, w: np.ndarray) -> tuple[float, np.ndarray]:
         """Counted (P(w), ∇P(w)): n oracle calls (what L-BFGS pays per evaluation)."""
-        value, grad = self._value_grad(w, want_grad=True, counted=True)
-        return value, grad
-
-    def _value_grad(
-        self, w: np.ndarray, *, want_grad: bool, counted: bool
-    ) -> tuple[float, np.ndarray]:
-        w = _as_weights(w, self.dim)
-        n = self.n
-        grad = np.empty(self.dim) if want_grad else np.empty(0)
-        with batch_threads():
-            total = _impl.batch_value_grad(self._data, self._get_transpose(), w, want_grad, grad)
-        if counted:
-            self._counter_array[ORACLE_CALLS if want_grad else FORWARD_CALLS] += n
-        value = 0.5 * self._lam * float(w @ w) + total / n
-        if want_grad:
-            grad -= self._truth
-            grad /= n
-            grad += self._lam * w
+        value, grad = duality.objective(self, w, gradient=True)
+        self._counter_array[ORACLE_CALLS] += self.n
         return value, grad
 
     def _get_transpose(self) -> Transpose:
+        """The training split by attribute, built on first use (for the batch kernels)."""
         if self._transpose is None:
             self._set_cache("_transpose", build_transpose(self._data))
         return self._transpose  # type: ignore[return-value]
@@ -703,119 +692,44 @@ class CRFProblem:
             self._counter_array[INIT_ORACLE_CALLS] += d_o
             self._counter_array[INIT_FORWARD_CALLS] += d_f
 
-    # ---------------------------------------------------------------- uncounted evaluation
-    @property
-    def uncounted(self) -> UncountedEvaluation:
-        """Uncounted twins of the full-batch quantities, for trace evaluation only."""
-        return UncountedEvaluation(self)
-
+    # ---------------------------------------------------------------- duality (delegates)
     def primal_at_zero(self) -> float:
         """P(0) = (N/n) log K (LPL18 App. A.1), computed in closed form."""
         return self.n_tokens / self.n * math.log(self._n_labels)
 
-    def new_dual(self, dtype: Any = np.float64) -> DualMarginals:
-        """Uninitialized dual storage of the right shape."""
-        K = self._n_labels
-        return DualMarginals(
-            np.empty((self.n_tokens, K), dtype=dtype),
-            np.empty((self.n_tokens - self.n, K, K), dtype=dtype),
-            self._data.offsets,
-        )
-
-    def model_marginals(self, w: np.ndarray) -> tuple[DualMarginals, np.ndarray]:
-        """ν(w) = α̂(w) for every sequence and the log-partitions (uncounted)."""
-        w = _as_weights(w, self.dim)
-        mu = self.new_dual()
-        log_z = np.empty(self.n)
-        with batch_threads():
-            _impl.batch_log_marginals(self._data, w, mu.log_nodes, mu.log_edges, log_z)
-        return mu, log_z
-
-    def _check_dual(self, mu: DualMarginals) -> tuple[np.ndarray, np.ndarray]:
-        K = self._n_labels
-        # float32 storage is read as is (no float64 copy of a multi-GiB dual).
-        dtype = np.float32 if mu.log_nodes.dtype == np.float32 else np.float64
-        ln = np.ascontiguousarray(mu.log_nodes, dtype=dtype)
-        le = np.ascontiguousarray(mu.log_edges, dtype=dtype)
-        if ln.shape != (self.n_tokens, K) or le.shape != (self.n_tokens - self.n, K, K):
-            raise ValueError("dual marginals do not match this problem's shape")
-        return ln, le
-
-    def expected_features(self, mu: DualMarginals) -> np.ndarray:
-        """Σ_i E_{μ_i}[F] as a d-vector."""
-        ln, le = self._check_dual(mu)
-        out = np.empty(self.dim)
-        with batch_threads():
-            _impl.batch_expected_features(self._data, self._get_transpose(), ln, le, out)
-        return out
-
     def conjugate_weights(self, mu: DualMarginals) -> np.ndarray:
-        """ŵ(μ) = (1/λ)(F̄ - (1/n) Σ_i E_{μ_i}[F])  (LPL18 eq. 16)."""
-        return (self._truth - self.expected_features(mu)) / (self._lam * self.n)
-
-    def entropies(self, mu: DualMarginals) -> np.ndarray:
-        """H̃(μ_i) for every sequence (eq. 18, chain-rule form of §5.3)."""
-        ln, le = self._check_dual(mu)
-        out = np.empty(self.n)
-        _impl.batch_entropy(self._data, ln, le, out)
-        return out
+        """ŵ(μ) = (1/λ)(F̄ - (1/n) Σ_i E_{μ_i}[F])  (LPL18 eq. 16); no inference."""
+        return duality.conjugate_weights(self, mu)
 
     def dual(self, mu: DualMarginals) -> float:
-        """D(μ) = (1/n) Σ_i H̃(μ_i) - λ/2 ‖ŵ(μ)‖²  (LPL18 eqs. 3, 16, 18)."""
-        w_hat = self.conjugate_weights(mu)
-        return float(self.entropies(mu).mean() - 0.5 * self._lam * float(w_hat @ w_hat))
-
-    def example_gaps(self, mu: DualMarginals, w: np.ndarray | None = None) -> np.ndarray:
-        """g_i = D̃(μ_i ‖ ν_i(w)) with w = ŵ(μ) by default (LPL18 eqs. 10–11)."""
-        if w is None:
-            w = self.conjugate_weights(mu)
-        nu, _ = self.model_marginals(w)
-        ln, le = self._check_dual(mu)
-        out = np.empty(self.n)
-        _impl.batch_kl(self._data, ln, le, nu.log_nodes, nu.log_edges, out)
-        # Rounding can leave tiny negative KLs; anything worse is a bug (§5.6).
-        bad = out < -1e-8 * np.maximum(1.0, np.abs(out).max(initial=0.0))
-        if np.any(bad):
-            raise FloatingPointError(f"negative block gaps for sequences {np.flatnonzero(bad)[:5]}")
-        return np.maximum(out, 0.0)
+        """D(μ) = (1/n) Σ_i H̃(μ_i) - λ/2 ‖ŵ(μ)‖²; no inference, nothing counted."""
+        return duality.dual(self, mu)
 
     def duality_gap(self, w: np.ndarray | None = None, *, mu: DualMarginals | None = None) -> float:
-        """True duality gap (uncounted).
+        """Counted duality gap.
 
-        With ``mu``: P(ŵ(μ)) - D(μ) = mean block gap (G3). With only ``w``: the primal gap
-        P(w) - D(ν(w)) = ‖∇P(w)‖² / (2λ) (G2).
+        With ``mu``: P(ŵ(μ)) - D(μ) (n forward calls). With only ``w``: the primal gap
+        ‖∇P(w)‖² / (2λ) = P(w) - D(ν(w)) (n oracle calls). The uncounted twin is
+        :func:`crfopt.core.duality.duality_gap`.
         """
         if mu is not None:
-            w_hat = self.conjugate_weights(mu)
-            return float(self.uncounted.primal(w_hat) - self.dual(mu))
+            return float(self.primal(self.conjugate_weights(mu)) - self.dual(mu))
         if w is None:
             raise ValueError("give w (primal gap) or mu (dual gap)")
-        return self.primal_gap(w)
-
-    def primal_gap(self, w: np.ndarray) -> float:
-        """gap_P(w) = ‖∇P(w)‖² / (2λ) = P(w) - D(ν(w))  (LPL18 eqs. 7–8)."""
-        g = self.uncounted.gradient(w)
+        g = self.gradient(w)
         return float(g @ g) / (2.0 * self._lam)
 
+    # ---------------------------------------------------------------- prediction (counted)
     def predict(self, w: np.ndarray, split: str = "test") -> np.ndarray:
-        """Viterbi labels of every token of ``split`` (uncounted)."""
-        kd = self.split_data(split)
-        out = np.empty(len(kd.y), dtype=np.int64)
-        with batch_threads():
-            _impl.batch_viterbi(kd, _as_weights(w, self.dim), out)
-        return out
-
-    def errors(self, w: np.ndarray, split: str = "test") -> dict[str, float]:
-        """Per-token (Hamming) and per-sequence 0/1 error rates on ``split`` (§1.6)."""
-        kd = self.split_data(split)
-        pred = self.predict(w, split)
-        wrong = pred != kd.y
-        per_seq = np.add.reduceat(wrong, kd.offsets[:-1]) > 0
-        return {"token": float(wrong.mean()), "sequence": float(per_seq.mean())}
+        """Viterbi labels of every token of ``split``; one forward call per sequence."""
+        labels = decode(self, w, split)
+        self._counter_array[FORWARD_CALLS] += len(self.split_data(split).offsets) - 1
+        return labels
 
     def error(self, w: np.ndarray, split: str = "test") -> float:
-        """Per-token test error of Viterbi predictions (ALGORITHMS.md §1.6)."""
-        return self.errors(w, split)["token"]
+        """Per-token error of Viterbi predictions on ``split`` (§1.6), counted as
+        :meth:`predict`; evaluation without counting: ``crfopt.bench.evaluator``."""
+        return float(np.mean(self.predict(w, split) != self.split_data(split).y))
 
     # ---------------------------------------------------------------- derived data
     def _compute_truth_features(self) -> np.ndarray:
@@ -867,25 +781,3 @@ class CRFProblem:
             R.setflags(write=False)
             self._set_cache("_radii", R)
         return self._radii  # type: ignore[return-value]
-
-
-class UncountedEvaluation:
-    """P, ∇P and ν(w) without touching the counters: for the runner's trace evaluation.
-
-    Optimizers must not use these; the conformance suite checks (through the audit cell
-    of :class:`~crfopt.kernels.arrays.KernelData`) that an optimizer's inference is all counted.
-    """
-
-    __slots__ = ("_p",)
-
-    def __init__(self, problem: CRFProblem) -> None:
-        self._p = problem
-
-    def primal(self, w: np.ndarray) -> float:
-        return self._p._value_grad(w, want_grad=False, counted=False)[0]
-
-    def gradient(self, w: np.ndarray) -> np.ndarray:
-        return self._p._value_grad(w, want_grad=True, counted=False)[1]
-
-    def value_and_gradient(self, w: np.ndarray) -> tuple[float, np.ndarray]:
-        return self._p._value_grad(w, want_grad=True, counted=False)

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from crfopt.core import duality
 from crfopt.core.problem import CRFProblem
 from crfopt.kernels.arrays import Sequences
 
@@ -37,7 +38,7 @@ def _embeddings(
 
 def _sample_labels(problem: CRFProblem, w: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Exact samples from p(y | x; w): y_1 ~ μ_1, then y_{t+1} ~ μ_{t,t+1}(y_t, ·) / μ_t(y_t)."""
-    mu, _ = problem.model_marginals(w)
+    mu, _ = duality.model_marginals(problem, w)
     offsets = problem.data.offsets
     lengths = np.diff(offsets)
     starts = offsets[:-1]

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from crfopt import kernels
+from crfopt.core import duality
 from crfopt.core.problem import CRFProblem, DualMarginals
 from crfopt.kernels.jit import jit
 
@@ -87,7 +88,7 @@ def initial_dual(
     """
     if init not in INITIALIZATIONS:
         raise ValueError(f"unknown initialization {init!r}; choose one of {INITIALIZATIONS}")
-    mu = problem.new_dual(dtype=dtype)
+    mu = duality.new_dual(problem, dtype=dtype)
     K = problem.n_labels
     data = problem.data
     if init == "gibbs":

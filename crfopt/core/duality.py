@@ -1,0 +1,179 @@
+"""Primal and dual objectives of a problem as functions of (problem, w) and (problem, μ).
+
+ALGORITHMS.md §1.3, LPL18 eqs. 3, 7–18: the dual variables μ (:class:`DualMarginals`), the
+conjugate maps ŵ(μ) and α̂(w) = ν(w), the dual D(μ), the block gaps g_i and the duality
+gaps. None of these counts work: they are what the benchmark evaluates at checkpoints
+(``crfopt.bench.evaluator.Evaluator``) and what tests check against.
+
+Two kinds live here, and the difference matters for fair comparisons:
+
+- no inference (linear maps and entropies of given marginals): :func:`new_dual`,
+  :func:`expected_features`, :func:`conjugate_weights`, :func:`entropies`, :func:`dual`.
+  Dual optimizers use these freely — ŵ(μ⁰) and H̃(μ⁰) of an initial dual cost no oracle
+  call — and ``CRFProblem.conjugate_weights`` / ``CRFProblem.dual`` delegate here.
+- uncounted inference (full forward–backward or full-batch sums): :func:`objective`,
+  :func:`model_marginals`, :func:`example_gaps`, :func:`primal_gap`,
+  :func:`duality_gap`. They are *not* reachable from the problem object an optimizer
+  is handed; the evaluator uses them, and an optimizer that imports them anyway is
+  caught by the audit cell of the kernel data (``crfopt.testing``'s counting check).
+  The problem's own ``primal``/``gradient``/``duality_gap`` add their charge to
+  :func:`objective`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from crfopt.kernels.jit import JIT_ENABLED
+from crfopt.kernels.threads import batch_threads
+
+if JIT_ENABLED:
+    from crfopt.kernels import _numba as _impl
+else:
+    from crfopt.kernels import _numpy as _impl
+
+if TYPE_CHECKING:  # the problem module imports this one
+    from crfopt.core.problem import CRFProblem
+
+
+@dataclass
+class DualMarginals:
+    """Log-marginals μ_i of every training sequence: the dual variables of §1.3.
+
+    ``log_nodes`` has one row per token (N × K); ``log_edges`` one K × K table per edge
+    ((N - n) × K × K), sequence ``i`` owning ``offsets[i]-i : offsets[i+1]-i-1``.
+    """
+
+    log_nodes: np.ndarray
+    log_edges: np.ndarray
+    offsets: np.ndarray = field(repr=False)
+
+    def sequence(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Views (log node T×K, log edge (T-1)×K×K) of sequence ``i``."""
+        s, e = int(self.offsets[i]), int(self.offsets[i + 1])
+        return self.log_nodes[s:e], self.log_edges[s - i : e - i - 1]
+
+    def copy(self) -> DualMarginals:
+        return DualMarginals(self.log_nodes.copy(), self.log_edges.copy(), self.offsets)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.log_nodes.nbytes + self.log_edges.nbytes)
+
+
+# ------------------------------------------------------------------ no inference
+def new_dual(problem: CRFProblem, dtype: Any = np.float64) -> DualMarginals:
+    """Uninitialized dual storage of the right shape."""
+    K = problem.n_labels
+    return DualMarginals(
+        np.empty((problem.n_tokens, K), dtype=dtype),
+        np.empty((problem.n_tokens - problem.n, K, K), dtype=dtype),
+        problem.data.offsets,
+    )
+
+
+def _check_dual(problem: CRFProblem, mu: DualMarginals) -> tuple[np.ndarray, np.ndarray]:
+    K = problem.n_labels
+    # float32 storage is read as is (no float64 copy of a multi-GiB dual).
+    dtype = np.float32 if mu.log_nodes.dtype == np.float32 else np.float64
+    ln = np.ascontiguousarray(mu.log_nodes, dtype=dtype)
+    le = np.ascontiguousarray(mu.log_edges, dtype=dtype)
+    if ln.shape != (problem.n_tokens, K) or le.shape != (problem.n_tokens - problem.n, K, K):
+        raise ValueError("dual marginals do not match this problem's shape")
+    return ln, le
+
+
+def expected_features(problem: CRFProblem, mu: DualMarginals) -> np.ndarray:
+    """Σ_i E_{μ_i}[F] as a d-vector."""
+    ln, le = _check_dual(problem, mu)
+    out = np.empty(problem.dim)
+    with batch_threads():
+        _impl.batch_expected_features(problem.data, problem._get_transpose(), ln, le, out)
+    return out
+
+
+def conjugate_weights(problem: CRFProblem, mu: DualMarginals) -> np.ndarray:
+    """ŵ(μ) = (1/λ)(F̄ - (1/n) Σ_i E_{μ_i}[F])  (LPL18 eq. 16)."""
+    return (problem.truth_features - expected_features(problem, mu)) / (problem.lam * problem.n)
+
+
+def entropies(problem: CRFProblem, mu: DualMarginals) -> np.ndarray:
+    """H̃(μ_i) for every sequence (eq. 18, chain-rule form of §5.3)."""
+    ln, le = _check_dual(problem, mu)
+    out = np.empty(problem.n)
+    _impl.batch_entropy(problem.data, ln, le, out)
+    return out
+
+
+def dual(problem: CRFProblem, mu: DualMarginals) -> float:
+    """D(μ) = (1/n) Σ_i H̃(μ_i) - λ/2 ‖ŵ(μ)‖²  (LPL18 eqs. 3, 16, 18)."""
+    w_hat = conjugate_weights(problem, mu)
+    return float(entropies(problem, mu).mean() - 0.5 * problem.lam * float(w_hat @ w_hat))
+
+
+# ------------------------------------------------------------------ uncounted inference
+def objective(
+    problem: CRFProblem, w: np.ndarray, *, gradient: bool = False
+) -> tuple[float, np.ndarray]:
+    """(P(w), ∇P(w)) by one full batch, counting nothing; the gradient is empty unless asked."""
+    w = problem.layout.check(w)
+    n = problem.n
+    grad = np.empty(problem.dim) if gradient else np.empty(0)
+    with batch_threads():
+        total = _impl.batch_value_grad(problem.data, problem._get_transpose(), w, gradient, grad)
+    value = 0.5 * problem.lam * float(w @ w) + total / n
+    if gradient:
+        grad -= problem.truth_features
+        grad /= n
+        grad += problem.lam * w
+    return value, grad
+
+
+def model_marginals(problem: CRFProblem, w: np.ndarray) -> tuple[DualMarginals, np.ndarray]:
+    """α̂(w) = ν(w) for every sequence and the log-partitions (uncounted)."""
+    w = problem.layout.check(w)
+    mu = new_dual(problem)
+    log_z = np.empty(problem.n)
+    with batch_threads():
+        _impl.batch_log_marginals(problem.data, w, mu.log_nodes, mu.log_edges, log_z)
+    return mu, log_z
+
+
+def example_gaps(problem: CRFProblem, mu: DualMarginals, w: np.ndarray | None = None) -> np.ndarray:
+    """g_i = D̃(μ_i ‖ ν_i(w)) with w = ŵ(μ) by default (LPL18 eqs. 10–11)."""
+    if w is None:
+        w = conjugate_weights(problem, mu)
+    nu, _ = model_marginals(problem, w)
+    ln, le = _check_dual(problem, mu)
+    out = np.empty(problem.n)
+    _impl.batch_kl(problem.data, ln, le, nu.log_nodes, nu.log_edges, out)
+    # Rounding can leave tiny negative KLs; anything worse is a bug (§5.6).
+    bad = out < -1e-8 * np.maximum(1.0, np.abs(out).max(initial=0.0))
+    if np.any(bad):
+        raise FloatingPointError(f"negative block gaps for sequences {np.flatnonzero(bad)[:5]}")
+    return np.maximum(out, 0.0)
+
+
+def primal_gap(problem: CRFProblem, w: np.ndarray) -> float:
+    """gap_P(w) = ‖∇P(w)‖² / (2λ) = P(w) - D(ν(w))  (LPL18 eqs. 7–8), uncounted."""
+    g = objective(problem, w, gradient=True)[1]
+    return float(g @ g) / (2.0 * problem.lam)
+
+
+def duality_gap(
+    problem: CRFProblem, w: np.ndarray | None = None, *, mu: DualMarginals | None = None
+) -> float:
+    """True duality gap (uncounted).
+
+    With ``mu``: P(ŵ(μ)) - D(μ) = mean block gap (G3). With only ``w``: the primal gap
+    P(w) - D(ν(w)) = ‖∇P(w)‖² / (2λ) (G2).
+    """
+    if mu is not None:
+        w_hat = conjugate_weights(problem, mu)
+        return float(objective(problem, w_hat)[0] - dual(problem, mu))
+    if w is None:
+        raise ValueError("give w (primal gap) or mu (dual gap)")
+    return primal_gap(problem, w)
