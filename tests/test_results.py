@@ -141,3 +141,68 @@ def test_version1_files_without_the_metadata_have_null_init_work(tmp_path):
     back = read_results(tmp_path)
     assert back["init_passes"].isna().all() and back["init_oracle_calls"].isna().all()
     assert back["primal"].tolist() == [1.0, 0.5]
+
+
+def test_schema_accepts_skipped_and_refuses_unknown_statuses(tmp_path):
+    """A declined run is stored as 'skipped' with its reason; a made-up status is refused
+    before anything is written."""
+    from crfopt.bench.results import STATUSES
+
+    assert "skipped" in STATUSES
+    rows = _rows("sk")[:1]
+    rows[0]["status"] = "skipped"
+    write_run(tmp_path / "run-sk.parquet", to_frame(rows), {"run_id": "sk", "skip_reason": "why"})
+    back = read_results(tmp_path)
+    assert list(back["status"]) == ["skipped"]
+    assert back.attrs["runs"]["sk"]["skip_reason"] == "why"
+    rows[0]["status"] = "exploded"
+    with pytest.raises(ValueError, match="unknown run status 'exploded'"):
+        write_run(tmp_path / "run-x.parquet", to_frame(rows), {"run_id": "x"})
+    assert not (tmp_path / "run-x.parquet").exists()
+
+
+@pytest.mark.parametrize(("value", "jit"), [("off", True), ("no", True), ("", True), ("on", False)])
+def test_jit_switch_is_read_once_and_everywhere_alike(tmp_path, value, jit):
+    """CRFOPT_DISABLE_JIT=off used to compile the kernels while run keys said jit: false.
+    The kernels, the provenance of results and the run key must say the same thing."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, crfopt.kernels as k\n"
+        "from crfopt.kernels.jit import JIT_ENABLED\n"
+        "from crfopt.bench.results import provenance\n"
+        "from crfopt.bench.plan import expand_grid\n"
+        "[t] = expand_grid(['synthetic'], ['lbfgs'])\n"
+        "print(json.dumps([JIT_ENABLED, k.oracle.__module__, provenance()['jit'],"
+        " t.config['jit']]))\n"
+    )
+    env = {**os.environ, "CRFOPT_DISABLE_JIT": value}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    enabled, kernel_module, prov, key = json.loads(out.stdout.strip().splitlines()[-1])
+    assert enabled is jit and prov is jit and key is jit
+    # the kernels actually served follow the same switch
+    assert kernel_module.endswith("_numba" if jit else "_numpy"), kernel_module
+
+
+def test_jit_switch_refuses_what_it_does_not_understand():
+    import subprocess
+    import sys
+
+    env = {**os.environ, "CRFOPT_DISABLE_JIT": "maybe"}
+    out = subprocess.run(
+        [sys.executable, "-c", "import crfopt.kernels"], env=env, capture_output=True, text=True
+    )
+    assert out.returncode != 0
+    assert "CRFOPT_DISABLE_JIT='maybe' is not understood" in out.stderr
+    from crfopt.kernels.jit import jit_disabled
+
+    assert [jit_disabled(v) for v in (None, "0", "FALSE", " Yes ", "1")] == [
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]

@@ -220,3 +220,77 @@ def test_setup_failure_still_reports_its_work(problem):
     assert res.status == "failed"
     assert res.trace["init_passes"].iloc[-1] == 2.0
     assert res.trace["init_time_s"].iloc[-1] > 0
+
+
+# ------------------------------------------------ keywords as in DESIGN.md's public surface
+
+
+def test_run_takes_passes_and_parameters_as_keywords(problem):
+    """crfopt.run(problem, name, passes=, seed=, param=) is the same run as budget=/params=."""
+    a = crfopt.run(problem, SPEC, passes=2, seed=4, fail_at=7)
+    b = run(problem, SPEC, budget=Budget(passes=2), seed=4, params={"fail_at": 7})
+    assert a.meta["params"] == b.meta["params"] == {"mode": "ok", "fail_at": 7}
+    assert a.meta["budget"] == b.meta["budget"] == {"passes": 2}
+    cols = ["iterations", "oracle_calls", "effective_passes", "primal", "status"]
+    assert a.trace[cols].equals(b.trace[cols])
+    assert a.trace["optimizer"].iloc[0] == "scripted[fail_at=7]"
+    # a registered name with DESIGN.md's exact call
+    res = crfopt.run(problem, "sdca-gap", passes=1, seed=0, non_uniformity=0.5)
+    assert res.status == "budget" and res.meta["params"]["non_uniformity"] == 0.5
+
+
+def test_run_keyword_errors_are_clear(problem):
+    with pytest.raises(crfopt.ParameterError, match="either passes= or budget=, not both"):
+        run(problem, SPEC, passes=2, budget=Budget(passes=3))
+    # a typo of run()'s own keyword is named with both lists of valid names
+    with pytest.raises(crfopt.ParameterError, match=r"'pases'.*valid parameters: fail_at, mode"):
+        run(problem, SPEC, pases=2)
+    with pytest.raises(crfopt.ParameterError, match=r"run\(\) itself takes: seed, passes"):
+        run(problem, SPEC, pases=2)
+    with pytest.raises(crfopt.ParameterError, match="'mode' given both"):
+        run(problem, SPEC, params={"mode": "ok"}, mode="ok")
+
+
+# ------------------------------------------------ declining a problem (Optimizer.decline)
+
+
+class _Picky(_Scripted):
+    calls: list = []
+
+    @classmethod
+    def decline(cls, problem, params, limits):
+        cls.calls.append((problem.n, dict(params), limits.max_memory))
+        if limits.max_memory is not None and limits.max_memory < 1000:
+            return f"needs 1000 bytes, limit {limits.max_memory}"
+        return None
+
+    def setup(self):
+        raise AssertionError("a declined optimizer must not be built")
+
+
+def test_declined_run_is_skipped_before_construction(problem):
+    picky = crfopt.OptimizerSpec("picky", _Picky)
+    res = run(problem, picky, passes=1, max_memory=999, fail_at=3)
+    assert res.status == "skipped" and res.w is None
+    assert res.meta["skip_reason"] == "needs 1000 bytes, limit 999"
+    assert _Picky.calls[-1] == (problem.n, {"mode": "ok", "fail_at": 3}, 999)
+    assert len(res.trace) == 1 and res.trace["status"].iloc[0] == "skipped"
+    assert res.trace["oracle_calls"].iloc[0] == 0 and res.trace["primal"].isna().all()
+    # without a limit it is not declined (and then its setup fails: it was built)
+    assert run(problem, picky, passes=1).status == "failed"
+    assert run(problem, picky, passes=1, max_memory="1K").status == "failed"
+
+
+def test_sdca_declines_when_the_dual_exceeds_max_memory(problem):
+    need64, need32 = problem.dual_memory(8), problem.dual_memory(4)
+    # N·K node + (N−n)·K² edge log-marginals, counted independently of dual_memory
+    K, N, n = problem.n_labels, problem.n_tokens, problem.n
+    assert need64 == 8 * (N * K + (N - n) * K * K)
+    res = crfopt.run(problem, "sdca-gap", passes=1, max_memory=need64 - 1)
+    assert res.status == "skipped"
+    assert f"{need64:,} bytes" in res.meta["skip_reason"]
+    assert "float32" in res.meta["skip_reason"]
+    assert crfopt.run(problem, "sdca-gap", passes=1, max_memory=need64).status == "budget"
+    # float32 storage halves the need, so it fits where float64 does not
+    fits = crfopt.run(problem, "sdca-gap", passes=1, max_memory=need32, dtype="float32")
+    assert fits.status == "budget"

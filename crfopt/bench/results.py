@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from crfopt.data.fileio import atomic_write
+from crfopt.kernels.jit import JIT_ENABLED
 
 SCHEMA_VERSION = 2
 
@@ -58,7 +59,11 @@ COLUMNS: dict[str, str] = {
     "status": "string",
 }
 
-STATUSES = ("running", "converged", "budget", "diverged", "failed")
+#: Values of the ``status`` column. ``skipped``: the optimizer declined the problem before
+#: it was built (``Optimizer.decline``, e.g. the dual would not fit a ``max_memory``
+#: limit); the run's one row has zero counters and no objective values, and the reason
+#: is in its metadata (``skip_reason``). It is not a failure.
+STATUSES = ("running", "converged", "budget", "diverged", "failed", "skipped")
 
 #: What the axis columns mean (README "Comparing optimizers"). ``oracle_calls``,
 #: ``forward_calls``, ``effective_passes`` and ``time_s`` count the optimizer's
@@ -165,7 +170,7 @@ def provenance() -> dict[str, Any]:
         "host": socket.gethostname(),
         "platform": platform.platform(),
         "git_revision": _git_revision(),
-        "jit": os.environ.get("CRFOPT_DISABLE_JIT", "") not in {"1", "true", "yes", "on"},
+        "jit": JIT_ENABLED,
     }
 
 
@@ -176,6 +181,12 @@ def write_run(path: str | os.PathLike[str], frame: pd.DataFrame, meta: Mapping[s
     the disk is full; nothing is left behind in that case.
     """
     path = Path(path)
+    unknown = sorted(set(frame["status"].dropna()) - set(STATUSES))
+    if unknown:
+        raise ValueError(
+            f"unknown run status {', '.join(map(repr, unknown))}; the results schema allows "
+            f"{', '.join(STATUSES)}"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(frame[list(COLUMNS)], preserve_index=False)
     full_meta = {"provenance": provenance(), **dict(meta)}

@@ -32,7 +32,15 @@ from crfopt.bench.evaluator import Evaluator
 from crfopt.bench.results import to_frame
 from crfopt.core.problem import CRFProblem
 from crfopt.kernels.jit import JIT_ENABLED
-from crfopt.optim.contract import Optimizer, OptimizerSpec, canonical_params, display_name
+from crfopt.optim.contract import (
+    Optimizer,
+    OptimizerSpec,
+    ParameterError,
+    RunLimits,
+    canonical_params,
+    display_name,
+)
+from crfopt.optim.parse import parse_bytes
 
 
 @dataclass(frozen=True)
@@ -253,22 +261,71 @@ def evaluate(
     return row, True
 
 
+def budget_of(passes: float | None, budget: Budget | None) -> Budget:
+    """The budget of ``passes=`` / ``budget=`` (one of them, default 10 passes)."""
+    if passes is not None and budget is not None:
+        raise ParameterError(
+            f"give either passes= or budget=, not both (passes={passes!r}, budget={budget!r}); "
+            "a Budget takes passes too: Budget(passes=..., seconds=...)"
+        )
+    if budget is not None:
+        if not isinstance(budget, Budget):
+            raise TypeError(f"budget must be a crfopt.Budget, got {type(budget).__name__}")
+        return budget
+    return Budget(passes=10.0 if passes is None else passes)
+
+
+def _merge_overrides(
+    params: Mapping[str, Any] | None, keywords: Mapping[str, Any]
+) -> dict[str, Any]:
+    both = sorted(set(params or {}) & set(keywords))
+    if both:
+        raise ParameterError(
+            f"parameter{'s' if len(both) > 1 else ''} {', '.join(map(repr, both))} given both "
+            "in params= and as keyword"
+        )
+    return {**dict(params or {}), **keywords}
+
+
+#: run()'s own keywords; any other keyword is a parameter of the optimizer.
+_RUN_KEYWORDS = (
+    "seed",
+    "passes",
+    "budget",
+    "params",
+    "checkpoints",
+    "p_star",
+    "max_memory",
+    "registry",
+    "on_checkpoint",
+    "on_start",
+    "run_id",
+    "problem_label",
+)
+
+
 def run(
     problem: CRFProblem,
     optimizer: str | OptimizerSpec,
     *,
     seed: int = 0,
-    params: Mapping[str, Any] | None = None,
+    passes: float | None = None,
     budget: Budget | None = None,
+    params: Mapping[str, Any] | None = None,
     checkpoints: str | Sequence[float] = "default",
     p_star: float | None = None,
+    max_memory: int | str | None = None,
     registry: Any = None,
     on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[dict[str, Any]], None] | None = None,
     run_id: str = "",
     problem_label: str | None = None,
+    **overrides: Any,
 ) -> RunResult:
     """Run one optimizer on one problem and return its trace.
+
+    ``crfopt.run(problem, "sdca-gap", passes=20, seed=0, non_uniformity=0.5)``: budget
+    and optimizer parameters as keywords, as in :func:`crfopt.compare`.
 
     Parameters
     ----------
@@ -276,20 +333,29 @@ def run(
     optimizer : str or OptimizerSpec
         A registered variant name (``"sdca-gap"``) or a spec.
     seed : int
-    params : mapping, optional
-        Overrides of the variant's parameters.
+    passes : float, optional
+        Shorthand for ``budget=Budget(passes=passes)``; not together with ``budget``.
     budget : Budget, optional
         Default: 10 effective passes.
+    params : mapping, optional
+        Overrides of the variant's parameters (the same as giving them as keywords).
     checkpoints : str or list of float
         See :class:`Schedule`.
     p_star : float, optional
         Reference optimum; fills ``suboptimality`` and enables ``target_suboptimality``.
+    max_memory : int or str, optional
+        Memory limit for the optimizer's state, bytes or ``"2G"``; an optimizer whose
+        :meth:`~crfopt.Optimizer.decline` says it would exceed it is not built, and the
+        run ends with status ``skipped`` and the reason in ``meta["skip_reason"]``.
     registry : Registry, optional
         Where to look ``optimizer`` up (default: a fresh one).
     on_checkpoint : callable, optional
         Called with each trace row as it is made (progress display).
     on_start : callable, optional
         Called once with the run's metadata before the optimizer is built.
+    **overrides
+        Parameters of the optimizer (``non_uniformity=0.5``); an unknown name raises
+        :class:`~crfopt.ParameterError` listing the valid parameters.
 
     Returns
     -------
@@ -305,10 +371,16 @@ def run(
         spec = registry.optimizer(optimizer)
     else:
         spec = optimizer
-    budget = budget or Budget()
+    budget = budget_of(passes, budget)
+    limits = RunLimits(max_memory=None if max_memory is None else parse_bytes(max_memory))
     schedule = Schedule(checkpoints)
-    overrides = dict(params or {})
-    resolved = spec.resolve(overrides)
+    overrides = _merge_overrides(params, overrides)
+    try:
+        resolved = spec.resolve(overrides)
+    except ParameterError as exc:
+        if not set(overrides) - set(spec.cls.parameters):
+            raise  # a bad value, not a bad name
+        raise ParameterError(f"{exc} (run() itself takes: {', '.join(_RUN_KEYWORDS)})") from None
     name = display_name(spec.name, overrides)
     if budget.target_suboptimality is not None and p_star is None:
         raise ValueError("target_suboptimality needs p_star (see crfopt optimum)")
@@ -330,6 +402,7 @@ def run(
         "budget": budget.as_dict(),
         "checkpoints": schedule.describe(),
         "p_star": p_star,
+        "max_memory": limits.max_memory,
         "P0": problem.primal_at_zero(),
         "n": problem.n,
         "error": None,
@@ -374,10 +447,20 @@ def run(
 
     if on_start is not None:
         on_start(dict(meta))
-    warm_up(spec, resolved, problem)
-    counters.reset()
     opt: Optimizer | None = None
     try:
+        reason = spec.cls.decline(problem, resolved, limits)
+        if reason is not None:
+            # Declined before anything was compiled, built or run: one row with zero
+            # counters, the reason in the metadata, and no weights.
+            status = "skipped"
+            meta["skip_reason"] = str(reason)
+            row = make_row(None, False)
+            row["status"] = status
+            emit(row)
+            return _finish(RunResult(to_frame(rows), status, meta, None), counters, clock)
+        warm_up(spec, resolved, problem)
+        counters.reset()
         t0 = time.perf_counter()
         try:
             with problem.initialization():
@@ -411,10 +494,15 @@ def run(
                 final_w = np.array(opt.w, dtype=np.float64, copy=True)
             with contextlib.suppress(Exception):
                 opt.close()
-    meta["final_counters"] = counters.snapshot().as_dict()
-    meta["status"] = status
-    meta["time_s"] = clock.elapsed
-    return RunResult(to_frame(rows), status, meta, final_w)
+    return _finish(RunResult(to_frame(rows), status, meta, final_w), counters, clock)
+
+
+def _finish(result: RunResult, counters: Any, clock: _Clock) -> RunResult:
+    """Record the final counters, status and optimizer time in the run's metadata."""
+    result.meta["final_counters"] = counters.snapshot().as_dict()
+    result.meta["status"] = result.status
+    result.meta["time_s"] = clock.elapsed
+    return result
 
 
 def _loop(

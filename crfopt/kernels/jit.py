@@ -14,12 +14,33 @@ from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-JIT_ENABLED: bool = os.environ.get("CRFOPT_DISABLE_JIT", "").strip().lower() not in {
-    "1",
-    "true",
-    "yes",
-    "on",
-}
+#: The variable that turns the JIT off, and the spellings it accepts.
+ENV_VAR = "CRFOPT_DISABLE_JIT"
+_DISABLE = frozenset({"1", "true", "yes", "on"})
+_ENABLE = frozenset({"0", "false", "no", "off", ""})
+
+
+def jit_disabled(value: str | None) -> bool:
+    """Whether ``CRFOPT_DISABLE_JIT=value`` disables the JIT (None: variable unset).
+
+    The one reading of the variable: the kernels, run keys, result provenance and the
+    runner's warm-up all follow :data:`JIT_ENABLED`, computed here once. Anything but
+    1/true/yes/on (disable) or 0/false/no/off/empty (enable), case-insensitive, is
+    refused rather than guessed, since a misread switch silently changes which kernels
+    every run uses.
+    """
+    text = "" if value is None else value.strip().lower()
+    if text in _DISABLE:
+        return True
+    if text in _ENABLE:
+        return False
+    raise ValueError(
+        f"{ENV_VAR}={value!r} is not understood: use 1/true/yes/on to disable the JIT, "
+        "or 0/false/no/off (or leave it empty/unset) to keep it"
+    )
+
+
+JIT_ENABLED: bool = not jit_disabled(os.environ.get(ENV_VAR))
 
 if JIT_ENABLED:
     import numba
@@ -76,4 +97,4 @@ else:
         return func
 
 
-__all__ = ["JIT_ENABLED", "jit", "prange"]
+__all__ = ["ENV_VAR", "JIT_ENABLED", "jit", "jit_disabled", "prange"]

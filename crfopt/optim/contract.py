@@ -204,6 +204,21 @@ class Cost:
             raise ValueError(f"Cost.init_passes must be finite and ≥ 0, got {self.init_passes!r}")
 
 
+@dataclass(frozen=True)
+class RunLimits:
+    """Resource limits the user set for a run, shown to :meth:`Optimizer.decline`.
+
+    ``max_memory``: bytes the optimizer's own state may take (None: no limit).
+    """
+
+    max_memory: int | None = None
+
+    def __post_init__(self) -> None:
+        m = self.max_memory
+        if m is not None and not (isinstance(m, int) and not isinstance(m, bool) and m > 0):
+            raise ValueError(f"max_memory must be a positive number of bytes, got {m!r}")
+
+
 class Optimizer(abc.ABC):
     """Base class of every optimizer plugin.
 
@@ -244,6 +259,20 @@ class Optimizer(abc.ABC):
         self.params = resolve_params(self.parameters, params, type(self).__name__)
         self.converged = False
         self.setup()
+
+    # ------------------------------------------------------------------ optional, before
+    @classmethod
+    def decline(
+        cls, problem: CRFProblem, params: Mapping[str, Any], limits: RunLimits
+    ) -> str | None:
+        """Why this optimizer will not run on ``problem`` under ``limits``, or None.
+
+        Called by the runner before the optimizer is built, with the resolved
+        parameters; a reason makes the run ``skipped`` (stored with the reason, not a
+        failure), so a grid is not stopped by a run that cannot fit. Must be cheap and
+        must not touch the counted oracles. The default accepts every problem.
+        """
+        return None
 
     # ------------------------------------------------------------------ to implement
     def setup(self) -> None:  # noqa: B027 - an optional hook, empty by default

@@ -1,0 +1,97 @@
+"""Backends: where the pending runs of a grid execute — in this process, in local
+processes (joblib) or on a Dask cluster. Each yields one summary per finished run, in
+the order runs finish; every worker loads its own problems and writes its own files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from crfopt.bench.execute import ProblemCache, execute_task
+from crfopt.bench.plan import RunTask
+
+Summaries = Iterator[dict[str, Any]]
+OnCheckpoint = Callable[[RunTask, dict[str, Any]], None]
+
+
+def run_serial(
+    tasks: Sequence[RunTask],
+    *,
+    cache: ProblemCache | None = None,
+    on_checkpoint: OnCheckpoint | None = None,
+) -> Summaries:
+    """One run after the other in this process, sharing ``cache`` (and live progress)."""
+    cache = cache if cache is not None else ProblemCache()
+    for t in tasks:
+        cb = (lambda row, t=t: on_checkpoint(t, row)) if on_checkpoint else None
+        yield execute_task(t, cb, cache=cache)
+
+
+def _single_threaded(tasks: Sequence[RunTask]) -> list[RunTask]:
+    # Parallel runs: each worker uses one thread so runs do not fight for cores.
+    return [t.with_(threads=1) for t in tasks]
+
+
+def run_joblib(tasks: Sequence[RunTask], *, n_jobs: int) -> Summaries:
+    """Local worker processes (joblib's loky); each keeps its own problem cache."""
+    from joblib import Parallel, delayed
+
+    yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(
+        delayed(execute_task)(t) for t in _single_threaded(tasks)
+    )
+
+
+def run_dask(tasks: Sequence[RunTask], *, n_jobs: int, scheduler: str | None = None) -> Summaries:
+    """A running Dask scheduler at ``scheduler``, or a LocalCluster of ``n_jobs`` workers."""
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError as exc:  # pragma: no cover - dask is a test dependency
+        raise RuntimeError("the dask backend needs `pip install crfopt[dask]`") from exc
+    cluster = None
+    if scheduler:
+        client = Client(scheduler)
+    else:
+        cluster = LocalCluster(
+            n_workers=n_jobs, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+        client = Client(cluster)
+    try:
+        futures = client.map(execute_task, _single_threaded(tasks), pure=False)
+        for fut in as_completed(futures):
+            yield fut.result()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+BACKENDS = ("serial", "joblib", "dask")
+
+
+def check_backend(backend: str) -> None:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+
+
+def run_tasks(
+    backend: str,
+    tasks: Sequence[RunTask],
+    *,
+    n_jobs: int | None = None,
+    scheduler: str | None = None,
+    cache: ProblemCache | None = None,
+    on_checkpoint: OnCheckpoint | None = None,
+) -> Summaries:
+    """Execute ``tasks`` on ``backend``; live checkpoints only in the serial backend."""
+    check_backend(backend)
+    if backend == "serial":
+        return run_serial(tasks, cache=cache, on_checkpoint=on_checkpoint)
+    workers = n_jobs or min(len(tasks), os.cpu_count() or 1)
+    if backend == "joblib":
+        return run_joblib(tasks, n_jobs=workers)
+    return run_dask(tasks, n_jobs=workers, scheduler=scheduler)
+
+
+__all__ = ["BACKENDS", "check_backend", "run_dask", "run_joblib", "run_serial", "run_tasks"]
