@@ -17,6 +17,7 @@ from crfopt.data.readers import (
     DataFormatError,
     read_conll,
     read_conllu,
+    read_conllu_words,
     read_letter_data,
     read_sag4crf_mat,
 )
@@ -128,6 +129,27 @@ def test_conllu_words_only(tmp_path):
         read_conllu(write(tmp_path, "bad.conllu", CONLLU.replace("\tVBP\t_\t3", "\tVBP\t3")))
     with pytest.raises(DataFormatError, match="no column 'pos'"):
         read_conllu(write(tmp_path, "z.conllu", CONLLU), label="pos")
+
+
+def test_conllu_words_name_the_form_column_word(tmp_path):
+    """What featurizing, tagging and the UD datasets read: templates use ``word``."""
+    path = write(tmp_path, "x.conllu", CONLLU)
+    raw = read_conllu(path, label="upos")
+    c = read_conllu_words(path, label="upos")
+    assert c.columns == (
+        "id",
+        "word",
+        "lemma",
+        "upos",
+        "xpos",
+        "feats",
+        "head",
+        "deprel",
+        "deps",
+        "misc",
+    )
+    assert c.sentences == raw.sentences and c.label == "upos" and c.path == raw.path
+    assert [t[c.column("word")] for t in c.sentences[0]] == ["Do", "n't", "go", "."]
 
 
 def _letters(words):

@@ -27,6 +27,7 @@ import numpy as np
 
 from crfopt.apps.model import Model
 from crfopt.core.problem import CRFProblem
+from crfopt.data.vocabulary import Vocabulary
 from crfopt.kernels.arrays import Sequences
 
 
@@ -67,23 +68,24 @@ def item_attributes(item: Any, prefix: str = "") -> Iterable[tuple[str, float]]:
 
 
 def _encode(
-    X: Sequence[Sequence[Any]], vocab: dict[str, int], grow: bool
+    X: Sequence[Sequence[Any]], vocab: Vocabulary
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """CSR over tokens; unknown attributes are added (grow) or dropped and counted."""
+    """CSR over tokens with the attribute values.
+
+    An open ``vocab`` (fit) grows with new attributes; a frozen one (predict) drops
+    unknown attributes, returned as the count of dropped occurrences.
+    """
     lengths, indptr, indices, values = [], [0], [], []
-    dropped = 0
+    dropped_before = vocab.dropped
     for sent in X:
         if len(sent) == 0:
             raise ValueError("empty sentence: every sequence needs at least one token")
         lengths.append(len(sent))
         for item in sent:
             for name, value in item_attributes(item):
-                j = vocab.get(name)
+                j = vocab.lookup(name)
                 if j is None:
-                    if not grow:
-                        dropped += 1
-                        continue
-                    j = vocab[name] = len(vocab)
+                    continue
                 indices.append(j)
                 values.append(value)
             indptr.append(len(indices))
@@ -92,7 +94,7 @@ def _encode(
         np.asarray(indptr, dtype=np.int64),
         np.asarray(indices, dtype=np.int64),
         np.asarray(values, dtype=np.float64),
-        dropped,
+        vocab.dropped - dropped_before,
     )
 
 
@@ -193,8 +195,8 @@ class CRF:
             raise ValueError("no training sentences")
         if self.lam is not None and self.c2 is not None:
             raise ValueError("give lam or c2, not both")
-        vocab: dict[str, int] = {}
-        lengths, indptr, indices, values, _ = _encode(X, vocab, grow=True)
+        vocab = Vocabulary()
+        lengths, indptr, indices, values, _ = _encode(X, vocab)
         labels = sorted({str(label) for seq in y for label in seq})
         label_id = {lab: k for k, lab in enumerate(labels)}
         flat = []
@@ -251,8 +253,8 @@ class CRF:
     def predict(self, X: Sequence[Sequence[Any]]) -> list[list[str]]:
         """Most probable label sequence of every sentence (Viterbi)."""
         model = self._check_fitted()
-        vocab = {name: j for j, name in enumerate(model.attributes)}
-        lengths, indptr, indices, values, _ = _encode(X, vocab, grow=False)
+        vocab = Vocabulary(model.attributes, frozen=True)
+        lengths, indptr, indices, values, _ = _encode(X, vocab)
         ids = model.viterbi(indptr, indices, values, lengths)
         out, pos = [], 0
         for T in lengths:
