@@ -25,3 +25,15 @@ def write_sgd_plugin(directory: Path) -> Path:
     path = directory / "sgd.py"
     path.write_text(sgd_plugin_source(), encoding="utf-8")
     return path
+
+
+def lazy_sag_plugin_source() -> str:
+    """The compiled, sparse, lazy-update SAG plugin of docs/plugins.md."""
+    return next(b for b in code_blocks("plugins.md") if "def lazy_sag_block" in b)
+
+
+def write_lazy_sag_plugin(directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "lazy_sag.py"
+    path.write_text(lazy_sag_plugin_source(), encoding="utf-8")
+    return path
