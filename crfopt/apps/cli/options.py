@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from crfopt.bench.problems import load_from
-from crfopt.optim.parse import parse_value
+from crfopt.optim.contract import ParameterError
+from crfopt.optim.parse import parse_assignments
 from crfopt.optim.registry import Registry, UnknownNameError, get_registry
 
 # Tables are read in logs and CI output too, where rich would assume 80 columns.
@@ -75,23 +76,12 @@ def corpus_params(
 
 
 def parse_sets(items: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``NAME.param=value`` items into {NAME: {param: value}}."""
-    out: dict[str, dict[str, Any]] = {}
-    for item in items:
-        if "=" not in item:
-            raise click.BadParameter(f"{item!r}: expected NAME.param=value", param_hint="--set")
-        lhs, rhs = item.split("=", 1)
-        if "." not in lhs:
-            raise click.BadParameter(
-                f"{item!r}: expected NAME.param=value (NAME is an optimizer or the problem)",
-                param_hint="--set",
-            )
-        name, param = lhs.rsplit(".", 1)
-        name, param = name.strip(), param.strip()
-        if not name or not param:
-            raise click.BadParameter(f"{item!r}: empty name or parameter", param_hint="--set")
-        out.setdefault(name, {})[param] = parse_value(rhs.strip())
-    return out
+    """``NAME.param=value`` items into {NAME: {param: value}} (``crfopt.optim.parse``'s
+    grammar; a malformed item is a usage error of ``--set``)."""
+    try:
+        return parse_assignments(items)
+    except ParameterError as exc:
+        raise click.BadParameter(str(exc), param_hint="--set") from None
 
 
 def resolve_sets(
