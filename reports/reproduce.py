@@ -34,10 +34,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 import crfopt
+from crfopt.bench.analysis import (
+    curve_figure,
+    line_styles,
+    median_reach,
+    median_value_at,
+    shift_init,
+)
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -160,14 +166,6 @@ def run_grids(names: list[str]) -> None:
 # ----------------------------------------------------------------------------- numbers
 
 
-#: axis column → the init_* column that ``--init-offset`` adds to it (updates: none)
-INIT_SHIFT = {
-    "effective_passes": "init_passes",
-    "oracle_calls": "init_oracle_calls",
-    "time_s": "init_time_s",
-}
-
-
 def load(name: str, init_offset: bool = True) -> pd.DataFrame:
     """One grid's runs; with ``init_offset`` the axes include initialization work.
 
@@ -181,9 +179,7 @@ def load(name: str, init_offset: bool = True) -> pd.DataFrame:
     runs = df.attrs["runs"]
     df = df.sort_values(["optimizer", "seed", "checkpoint"]).reset_index(drop=True)
     df["iteration_oracle_calls"] = df["oracle_calls"]
-    if init_offset:
-        for axis, init in INIT_SHIFT.items():
-            df[axis] = df[axis].astype(float) + df[init].astype(float).fillna(0.0)
+    df = shift_init(df, init_offset)  # the same axes as `crfopt report`
     df["subopt"] = df["suboptimality"]
     df["P0"] = df["run_id"].map(lambda r: runs[r]["P0"])
     df["n"] = df["run_id"].map(lambda r: runs[r]["n"])
@@ -193,33 +189,10 @@ def load(name: str, init_offset: bool = True) -> pd.DataFrame:
 
 
 def at(df: pd.DataFrame, opt: str, col: str, x: float, axis: str = "effective_passes") -> float:
-    """Value of ``col`` at ``axis`` = x (median over seeds), interpolated between the two
-    checkpoints around x — log-linearly for positive values.
-
-    Checkpoints land where a block of iterations ends, a little past the scheduled pass
-    when an iteration costs more than one oracle call (OEG's trials, SAG's forward calls);
-    taking "the last checkpoint ≤ x" would then read a value up to a pass too early.
-    nan where the run's budget ended before x on that axis (SAG's line search spends
-    effective passes on forward calls, so it stops short on the oracle and update axes),
-    unless it stopped because it converged.
-    """
-    sub = df[df["optimizer"] == opt]
-    if sub.empty:
-        return math.nan
-    vals = []
-    for _, run in sub.groupby("seed"):
-        converged = run["status"].iloc[-1] == "converged"  # its last value holds from then on
-        run = run[[axis, col]].dropna().astype(float).sort_values(axis)
-        if run.empty or (run[axis].max() < 0.98 * x and not converged):
-            continue
-        xs, ys = run[axis].to_numpy(), run[col].to_numpy()
-        if x >= xs[-1]:
-            vals.append(ys[-1])
-        elif (ys > 0).all():
-            vals.append(float(10 ** np.interp(x, xs, np.log10(ys))))
-        else:
-            vals.append(float(np.interp(x, xs, ys)))
-    return float(np.median(vals)) if vals else math.nan
+    """Value of ``col`` at ``axis`` = x for ``opt``, median over seeds, read as
+    ``crfopt report`` reads it: interpolated between the checkpoints around x
+    (:func:`crfopt.bench.analysis.value_at`; nan where the run never got to x)."""
+    return median_value_at(df[df["optimizer"] == opt], col, x, axis, by="seed")
 
 
 def reach(
@@ -229,13 +202,9 @@ def reach(
     axis: str = "effective_passes",
     col: str = "subopt",
 ) -> float:
-    """First ``axis`` value where ``col`` ≤ threshold (median over seeds), nan if never."""
-    sub = df[df["optimizer"] == opt]
-    vals = []
-    for _, run in sub.groupby("seed"):
-        hit = run[run[col] <= threshold]
-        vals.append(hit[axis].iloc[0] if len(hit) else math.inf)
-    return float(np.median(vals)) if vals else math.nan
+    """First ``axis`` value where ``col`` ≤ threshold for ``opt`` (median over seeds, on
+    the interpolated curve, :func:`crfopt.bench.analysis.first_reach`); inf if never."""
+    return median_reach(df[df["optimizer"] == opt], col, threshold, axis, by="seed")
 
 
 def fmt(v: float) -> str:
@@ -279,7 +248,7 @@ def numbers_table(df: pd.DataFrame, opts: list[str], passes: list[float]) -> lis
 
 
 def axis_lines(df: pd.DataFrame, opts: list[str], axis: str, marks: list[float]) -> list[str]:
-    """P−P* at the last checkpoint with ``axis``/n ≤ mark: the E6/E7 readings."""
+    """P−P* at ``axis``/n = mark (interpolated, see :func:`at`): the E6/E7 readings."""
     n = int(df["n"].iloc[0])
     name = {"updates": "updates/n", "oracle_calls": "oracle calls/n"}[axis]
     lines = [
@@ -351,29 +320,6 @@ def counting_lines(df: pd.DataFrame) -> list[str]:
 # ----------------------------------------------------------------------------- figures
 
 
-# the six methods of LPL18 Fig. 4 keep their colour in every figure; the others take
-# the rest of tab10 in the order a figure lists them, then repeat it dashed
-FIXED = {"sdca": 0, "sdca-gap": 1, "sag-nus": 2, "sag-nus-star": 3, "oeg": 4, "lbfgs": 5}
-
-
-def _styles(opts: list[str]) -> tuple[dict[str, tuple], dict[str, str]]:
-    import seaborn as sns
-
-    tab = sns.color_palette("tab10", 10)
-    free = [k for k in range(10) if k not in FIXED.values()]
-    colors, styles, used = {}, {}, 0
-    for opt in opts:
-        if opt in FIXED:
-            colors[opt], styles[opt] = tab[FIXED[opt]], "-"
-            continue
-        order = free + [k for k in range(10) if k in FIXED.values()]
-        colors[opt] = tab[order[used % 10]]
-        # solid while free colours last, then the whole palette again dashed, dotted, …
-        styles[opt] = "-" if used < len(free) else ("--", ":", "-.")[(used - len(free)) // 10 % 3]
-        used += 1
-    return colors, styles
-
-
 def figure(
     df: pd.DataFrame,
     opts: list[str],
@@ -384,51 +330,41 @@ def figure(
     style: dict[str, tuple[int, str]] | None = None,
     init_offset: bool = True,
 ) -> Path | None:
-    """One PNG; ``style`` maps an optimizer to (tab10 colour index, line style)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    """One PNG drawn by crfopt's figure routine (:func:`crfopt.bench.analysis.curve_figure`)
+    with its styles (LPL18's six methods keep their colours); ``style`` overrides an
+    optimizer's (tab10 colour index, line style)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
     opts = [o for o in opts if o in set(df["optimizer"])]
     if not opts:
         return None
-    labels = {
-        "effective_passes": "effective passes",
-        "updates": "parameter updates / n",
-        "oracle_calls": "oracle calls / n",
-        "time_s": "optimizer seconds",
-    }
-    if init_offset:
-        labels = {k: f"{v}, init + iterations" if k in INIT_SHIFT else v for k, v in labels.items()}
-    colors, styles = _styles(opts)
+    styles = line_styles(opts)
     if style:
-        import seaborn as sns
-
         tab = sns.color_palette("tab10", 10)
-        for opt, (c, ls) in style.items():
-            colors[opt], styles[opt] = tab[c], ls
-    sns.set_theme(style="whitegrid", context="notebook")
-    fig, axs = plt.subplots(
-        1, len(axes), figsize=(5.2 * len(axes) + 2.6, 3.9), sharey=True, squeeze=False
+        styles.update({opt: (tab[c], ls) for opt, (c, ls) in style.items()})
+    fig, panels, _, _ = curve_figure(
+        df,
+        y,
+        styles,
+        axes=axes,
+        log=y != "test_error",
+        init_offset=init_offset,
+        per_n=float(df["n"].iloc[0]),
+        ylabel={
+            "subopt": "P(w) − P*",
+            "test_error": "test error",
+            "gap_ratio": "gap estimate / true gap",
+        }.get(y, y),
+        # one update per pass: a vertical line at 0 that hides the others
+        skip={"updates": ["lbfgs"]},
+        panel_size=(5.2, 3.9),
     )
-    n = float(df["n"].iloc[0])
-    for ax, x in zip(axs[0], axes):
-        for opt in opts:
-            run = df[(df["optimizer"] == opt) & (df["seed"] == df["seed"].min())]
-            xs = run[x] / (n if x in ("updates", "oracle_calls") else 1.0)
-            ys = run[y]
-            keep = (ys > 0).fillna(False).astype(bool)
-            if x == "updates" and opt == "lbfgs":
-                continue  # one update per pass: a vertical line at 0 that hides the others
-            ax.plot(xs[keep], ys[keep], color=colors[opt], ls=styles[opt], lw=1.6, label=opt)
+    for ax in panels:
         if y == "test_error":
             # linear around the final errors: they differ in the second digit, not in decades
             final = df[df["optimizer"].isin(opts)].groupby("optimizer")["test_error"].last()
             ax.set_ylim(0.8 * float(final.min()), 3.0 * float(final.max()))
-        else:
-            ax.set_yscale("log")
         if y == "gap_ratio":
             for level in (0.5, 1.0, 2.0):  # E5's factor-2 band
                 ax.axhline(level, color="0.5", lw=0.8, ls="--" if level != 1.0 else "-")
@@ -437,17 +373,7 @@ def figure(
             p0 = float(df["P0"].iloc[0])
             low = max(float(df[df["optimizer"].isin(opts)][y].min()), p0 * 1e-9) / 2
             ax.set_ylim(low, 2 * p0)
-        ax.set_xlabel(labels.get(x, x))
-    axs[0][0].set_ylabel(
-        {
-            "subopt": "P(w) − P*",
-            "test_error": "test error",
-            "gap_ratio": "gap estimate / true gap",
-        }.get(y, y)
-    )
-    axs[0][-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     FIGURES.mkdir(parents=True, exist_ok=True)
     path = FIGURES / f"{stem}.png"
     fig.savefig(path, dpi=80, bbox_inches="tight")

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import sys
 import textwrap
 
+import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -154,3 +158,129 @@ def test_report_init_offset_flag(warm_results, tmp_path):
     row = next(line for line in md.splitlines() if line.startswith("| synthetic | warm |"))
     cells = dict(zip(header.split("|"), row.split("|")))
     assert cells[" init passes "].strip() == "6" and cells[" final passes "].strip() == "2"
+
+
+# ------------------------------------------------- the reading rules both reports share
+
+
+def test_value_at_interpolates_between_the_checkpoints_around_x():
+    from crfopt.bench.analysis import value_at
+
+    xs, ys = [0.0, 1.0, 3.0], [1.0, 1e-2, 1e-4]
+    # by hand: x = 2 is halfway from (1, 1e-2) to (3, 1e-4) → 10^((−2 − 4)/2) = 1e-3
+    assert value_at(xs, ys, 2.0) == pytest.approx(1e-3, rel=1e-12)
+    # x = 1.5: a quarter of the way, 10^(−2 − 0.5) (the first checkpoint past x reads 1e-4)
+    assert value_at(xs, ys, 1.5) == pytest.approx(10**-2.5, rel=1e-12)
+    assert value_at(xs, ys, 1.0) == 1e-2  # on a checkpoint: its value
+    # a segment touching a value ≤ 0 (below P*'s certificate) is linear: 1 + 0.25·(−1 − 1)
+    assert value_at([0.0, 2.0], [1.0, -1.0], 0.5) == pytest.approx(0.5)
+    # past the last checkpoint: nan unless the run converged or ended within 2 % of x
+    assert math.isnan(value_at(xs, ys, 5.0))
+    assert value_at(xs, ys, 5.0, converged=True) == 1e-4
+    assert value_at(xs, ys, 3.05) == 1e-4
+
+
+def test_first_reach_is_the_inverse_of_value_at():
+    from crfopt.bench.analysis import first_reach, value_at
+
+    xs, ys = [0.0, 1.0, 3.0], [1.0, 1e-2, 1e-4]
+    assert first_reach(xs, ys, 1e-3) == pytest.approx(2.0, rel=1e-12)  # not 3, the checkpoint
+    for target in (0.5, 1e-2, 3e-3, 1e-4):
+        assert value_at(xs, ys, first_reach(xs, ys, target)) == pytest.approx(target, rel=1e-9)
+    assert first_reach(xs, ys, 2.0) == 0.0
+    assert first_reach(xs, ys, 1e-5) == math.inf
+
+
+def _trace(opt, seed, xs, ys, status="max_passes"):
+    return pd.DataFrame(
+        {
+            "problem": "p",
+            "optimizer": opt,
+            "seed": seed,
+            "run_id": f"{opt}-{seed}",
+            "checkpoint": range(len(xs)),
+            "effective_passes": xs,
+            "oracle_calls": [10.0 * x for x in xs],
+            "time_s": xs,
+            "init_passes": 0.0,
+            "relative_suboptimality": ys,
+            "test_error": 0.1,
+            "status": status,
+        }
+    )
+
+
+def test_report_summary_reads_efforts_on_the_interpolated_curve():
+    """An OEG-like run whose checkpoints land past the marks: 1e-2 is crossed at 2 passes
+    (log-linear between 1e-1 at 1.0 and 1e-3 at 3.0), not at the checkpoint 3.0."""
+    from crfopt.bench.report import summary_table
+
+    df = pd.concat(
+        [
+            _trace("oeg", 0, [0.0, 1.0, 3.0, 5.0], [1.0, 1e-1, 1e-3, 1e-5]),
+            _trace("oeg", 1, [0.0, 1.5, 3.5, 5.5], [1.0, 1e-1, 1e-3, 1e-5]),
+            _trace("oeg", 2, [0.0, 2.0, 4.0], [1.0, 1e-1, 1e-2]),
+        ]
+    )
+    row = summary_table(df).iloc[0]
+    # by hand: the seeds cross 1e-2 at 2.0, 2.5 and 4.0 → median 2.5; 1e-4 at 4.0, 4.5, never
+    assert row["passes to 0.01"] == pytest.approx(2.5)
+    assert row["oracle calls to 0.01"] == pytest.approx(25.0)
+    assert row["passes to 0.0001"] == pytest.approx(4.5)
+    assert math.isnan(row["passes to 1e-06"])
+
+
+def test_median_value_at_leaves_out_runs_that_stopped_short():
+    from crfopt.bench.analysis import median_value_at
+
+    df = pd.concat(
+        [
+            _trace("a", 0, [0.0, 1.0, 3.0], [1.0, 1e-2, 1e-4]),
+            _trace("a", 1, [0.0, 2.0, 4.0], [1.0, 1e-1, 1e-3]),
+            _trace("a", 2, [0.0, 1.0], [1.0, 1e-1]),  # its budget ended at 1 pass
+        ]
+    )
+    # by hand: 1e-3 and 1e-1 at x = 2; the third run never got there
+    assert median_value_at(df, "relative_suboptimality", 2.0) == pytest.approx(
+        float(np.median([1e-3, 1e-1]))
+    )
+
+
+def test_line_styles_pin_the_paper_methods_and_never_repeat_a_style():
+    import seaborn as sns
+
+    from crfopt.bench.analysis import FIXED_COLOURS, line_styles
+
+    tab = sns.color_palette("tab10", 10)
+    names = [f"m{k:02d}" for k in range(25)] + ["oeg", "sdca"]
+    styles = line_styles(names)
+    assert styles["oeg"] == (tab[FIXED_COLOURS["oeg"]], "-")
+    assert line_styles(["x", "sdca"])["sdca"] == styles["sdca"]  # in every figure
+    assert len(set(map(lambda cs: (tuple(cs[0]), cs[1]), styles.values()))) == len(names)
+    assert line_styles(["x", "y"]) == {"x": (tab[0], "-"), "y": (tab[1], "-")}
+
+
+def test_report_and_reproduce_share_one_analysis_module(monkeypatch):
+    """reports/reproduce.py reads and draws through crfopt.bench.analysis, like the report."""
+    import importlib.util
+    from pathlib import Path
+
+    import crfopt.bench.analysis as analysis
+    import crfopt.bench.report as report
+
+    path = Path(__file__).resolve().parents[1] / "reports" / "reproduce.py"
+    spec = importlib.util.spec_from_file_location("reproduce_under_test", path)
+    reproduce = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, reproduce)  # its dataclasses look it up
+    spec.loader.exec_module(reproduce)
+    for name in ("curve_figure", "line_styles", "median_value_at", "median_reach"):
+        assert getattr(reproduce, name) is getattr(analysis, name)
+    assert (
+        report.line_styles is analysis.line_styles and report.curve_figure is analysis.curve_figure
+    )
+    # and its numbers read the interpolated curve
+    df = _trace("oeg", 0, [0.0, 1.0, 3.0], [1.0, 1e-2, 1e-4]).rename(
+        columns={"relative_suboptimality": "subopt"}
+    )
+    assert reproduce.at(df, "oeg", "subopt", 2.0) == pytest.approx(1e-3)
+    assert reproduce.reach(df, "oeg", 1e-3) == pytest.approx(2.0)

@@ -23,7 +23,7 @@ from crfopt.optim.registry import Registry
 
 
 class TrainingError(RuntimeError):
-    """Training failed or diverged: there are no weights worth saving."""
+    """Training failed, diverged or was declined: there are no weights worth saving."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,7 @@ def train(
         registry=registry,
         on_checkpoint=on_checkpoint,
     )
-    if result.status in ("failed", "diverged") or result.w is None:
+    if result.status in ("failed", "diverged", "skipped") or result.w is None:
         why = result.meta.get("error_summary") or "non-finite weights"
         raise TrainingError(f"training {result.status}: {why}")
     info = {

@@ -44,28 +44,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from crfopt.bench.analysis import (
+    AXES,
+    INIT_SHIFT,
+    axis_label,
+    curve_figure,
+    draw_curves,
+    legend_outside,
+    line_styles,
+    median_reach,
+    shift_init,
+)
 from crfopt.bench.results import read_results
 
+__all__ = ["AXES", "INIT_SHIFT", "Report", "axis_label", "make_report", "plot_frame"]
+
 THRESHOLDS = (1e-2, 1e-4, 1e-6)
-AXES = {
-    "oracle_calls": "oracle calls",
-    "updates": "parameter updates",
-    "effective_passes": "effective passes",
-    "time_s": "optimizer time (s)",
-}
-
-#: axis column → the init_* column added to it when the offset is on
-INIT_SHIFT = {
-    "effective_passes": "init_passes",
-    "oracle_calls": "init_oracle_calls",
-    "time_s": "init_time_s",
-}
-
-
-def axis_label(axis: str, init_offset: bool) -> str:
-    """The label of an axis, saying whether it includes the initialization work."""
-    label = AXES[axis]
-    return f"{label}, init + iterations" if init_offset and axis in INIT_SHIFT else label
 
 
 @dataclass
@@ -88,10 +82,7 @@ def plot_frame(frame: pd.DataFrame, init_offset: bool = True) -> pd.DataFrame:
     """
     df = _prepare(frame)
     df["iteration_passes"] = df["effective_passes"]
-    if init_offset:
-        for axis, init in INIT_SHIFT.items():
-            df[axis] = df[axis] + df[init].fillna(0.0)
-    return df
+    return shift_init(df, init_offset)
 
 
 def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
@@ -128,101 +119,6 @@ def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def palette_for(names: Sequence[str]) -> dict[str, Any]:
-    """One colour per optimizer name, stable across figures and problems.
-
-    tab10 in name order; beyond ten names the colours repeat and :func:`linestyles_for`
-    tells the repeats apart (neighbouring hues of a continuous palette would not).
-    """
-    import seaborn as sns
-
-    names = sorted(set(names))
-    colors = sns.color_palette("tab10", 10)
-    return {name: colors[k % 10] for k, name in enumerate(names)}
-
-
-def linestyles_for(names: Sequence[str]) -> dict[str, str]:
-    """Solid for the first ten names, then dashed, dotted, dash-dotted (see palette_for)."""
-    names = sorted(set(names))
-    return {name: ("-", "--", ":", "-.")[(k // 10) % 4] for k, name in enumerate(names)}
-
-
-def _legend_outside(fig: Any, ax: Any) -> None:
-    """One legend right of the figure, so no panel is covered however many lines."""
-    handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        fig.legend(
-            handles,
-            labels,
-            loc="center left",
-            bbox_to_anchor=(1.0, 0.5),
-            fontsize=8,
-            frameon=False,
-            ncol=1 if len(labels) <= 24 else 2,
-        )
-
-
-def _band(
-    ax: Any, sub: pd.DataFrame, x: str, y: str, color: Any, label: str, log: bool, ls: str = "-"
-) -> int:
-    """Median over seeds with the min–max band; returns the number of hidden points."""
-    hidden = 0
-    if log:
-        ok = sub[y] > 0
-        hidden = int((~ok & sub[y].notna()).sum())
-        sub = sub[ok]
-    if sub.empty:
-        return hidden
-    if x == "time_s":
-        # seeds do not share time stamps: draw each seed, label once
-        for k, (_, run) in enumerate(sub.groupby("run_id")):
-            run = run.sort_values(x)
-            ax.plot(
-                run[x],
-                run[y],
-                color=color,
-                ls=ls,
-                lw=1.4,
-                alpha=0.85,
-                label=label if k == 0 else None,
-            )
-        return hidden
-    g = sub.groupby(x)[y]
-    med = g.median()
-    lo = g.min()
-    hi = g.max()
-    ax.plot(med.index, med.values, color=color, ls=ls, lw=1.6, label=label)
-    if sub["run_id"].nunique() > 1:
-        ax.fill_between(med.index, lo.values, hi.values, color=color, alpha=0.2, lw=0)
-    return hidden
-
-
-def _init_marker(ax: Any, sub: pd.DataFrame, x: str, y: str, color: Any, log: bool) -> bool:
-    """A diamond where a curve starts after initialization work (median over seeds).
-
-    Only on shifted axes, and only for runs whose setup() did counted work; returns
-    whether a marker was drawn.
-    """
-    if x not in INIT_SHIFT:
-        return False
-    first = sub[(sub["checkpoint"] == 0) & (sub["init_passes"] > 0)]
-    if log:
-        first = first[first[y] > 0]
-    if first.empty:
-        return False
-    ax.plot(
-        [float(first[x].median())],
-        [float(first[y].median())],
-        marker="D",
-        ms=6,
-        mfc="none",
-        mec=color,
-        mew=1.5,
-        ls="none",
-    )
-    return True
-
-
 def _save(fig: Any, out_dir: Path, stem: str, formats: Sequence[str]) -> list[Path]:
     paths = []
     for fmt in formats:
@@ -238,13 +134,12 @@ def _png_b64(fig: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _first_reach(run: pd.DataFrame, threshold: float, axis: str) -> float:
-    hit = run[run["relative_suboptimality"] <= threshold]
-    return float(hit[axis].iloc[0]) if len(hit) else math.nan
-
-
 def summary_table(df: pd.DataFrame) -> pd.DataFrame:
     """Per problem and optimizer: effort to reach each threshold, final test error.
+
+    The effort is the first point where the interpolated curve of a run reaches the
+    threshold (:func:`crfopt.bench.analysis.first_reach`), median over seeds; nan when
+    the median seed never reached it.
 
     ``df`` is a :func:`plot_frame`: the efforts are read on its axes, so they include
     the initialization work when it was made with ``init_offset=True``.
@@ -266,11 +161,10 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
                 ("oracle_calls", "oracle calls"),
                 ("time_s", "seconds"),
             ):
-                vals = [_first_reach(r, thr, axis) for r in runs]
-                reached = [v for v in vals if not math.isnan(v)]
-                row[f"{label} to {thr:g}"] = (
-                    float(np.median(reached)) if len(reached) == len(vals) else math.nan
-                )
+                # interpolated between checkpoints (crfopt.bench.analysis); a median
+                # over seeds that did not get there is inf, shown as —
+                v = median_reach(grp, "relative_suboptimality", thr, axis)
+                row[f"{label} to {thr:g}"] = v if math.isfinite(v) else math.nan
         finals = [r.iloc[-1] for r in runs]
         row["final rel. sub-opt."] = float(np.median([f["relative_suboptimality"] for f in finals]))
         row["final test error"] = float(np.median([f["test_error"] for f in finals]))
@@ -348,41 +242,26 @@ def make_report(
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     df = plot_frame(frame, init_offset)
-    colors = palette_for(df["optimizer"].unique())
-    styles = linestyles_for(df["optimizer"].unique())
+    # one (colour, line style) per optimizer for the whole report, from the sorted names
+    styles = line_styles(sorted(df["optimizer"].unique()))
     sns.set_theme(style="whitegrid", context="notebook")
     report = Report(out_dir)
     sections: list[str] = []
     for problem, pdf in df.groupby("problem", sort=True):
         pdf = pdf.sort_values(["run_id", "checkpoint"])
-        opts = sorted(pdf["optimizer"].unique())
+        mine = {o: styles[o] for o in sorted(pdf["optimizer"].unique())}
         parts: list[str] = [f"<h2>{html.escape(str(problem))}</h2>"]
         # 1. sub-optimality against the four axes
         if pdf["relative_suboptimality"].notna().any():
-            fig, axes = plt.subplots(1, 4, figsize=(17, 4.2), sharey=True)
-            hidden = 0
-            marked = False
-            for ax, x in zip(axes, AXES):
-                for opt in opts:
-                    sub = pdf[pdf["optimizer"] == opt]
-                    hidden += _band(
-                        ax,
-                        sub,
-                        x,
-                        "relative_suboptimality",
-                        colors[opt],
-                        opt,
-                        log=True,
-                        ls=styles[opt],
-                    )
-                    if init_offset:
-                        marked |= _init_marker(
-                            ax, sub, x, "relative_suboptimality", colors[opt], log=True
-                        )
-                ax.set_yscale("log")
-                ax.set_xlabel(axis_label(x, init_offset))
-            axes[0].set_ylabel("(P(w) − P*) / P(0)")
-            _legend_outside(fig, axes[-1])
+            fig, _, hidden, marked = curve_figure(
+                pdf,
+                "relative_suboptimality",
+                mine,
+                axes=tuple(AXES),
+                init_offset=init_offset,
+                ylabel="(P(w) − P*) / P(0)",
+                panel_size=(17 / 4, 4.2),
+            )
             note = (
                 f" ({hidden // 4} points ≤ 0, i.e. below P*'s certificate, not shown)"
                 if hidden
@@ -399,43 +278,29 @@ def make_report(
         if len(dual):
             fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
             dual = dual.assign(ratio=dual["gap_estimate"] / dual["duality_gap"])
-            for opt in sorted(dual["optimizer"].unique()):
+            duals = {o: mine[o] for o in sorted(dual["optimizer"].unique())}
+            x = "effective_passes"
+            draw_curves(
+                axes[0], dual, x, "relative_gap", duals, init_marker=init_offset,
+                label="{} true gap",
+            )  # fmt: skip
+            for opt, (color, _) in duals.items():
                 sub = dual[dual["optimizer"] == opt]
-                _band(
-                    axes[0],
-                    sub,
-                    "effective_passes",
-                    "relative_gap",
-                    colors[opt],
-                    f"{opt} true gap",
-                    log=True,
-                )
-                if init_offset:
-                    _init_marker(
-                        axes[0], sub, "effective_passes", "relative_gap", colors[opt], True
-                    )
                 est = sub.assign(relative_est=sub["gap_estimate"] / sub["P0"])
-                g = est.groupby("effective_passes")["relative_est"].median()
+                g = est.groupby(x)["relative_est"].median()
                 g = g[g > 0]
                 axes[0].plot(
-                    g.index, g.values, color=colors[opt], lw=1.2, ls="--", label=f"{opt} estimate"
+                    g.index, g.values, color=color, lw=1.2, ls="--", label=f"{opt} estimate"
                 )
-                _band(
-                    axes[1],
-                    sub[sub["iteration_passes"] > 0],  # the estimate starts as a constant
-                    "effective_passes",
-                    "ratio",
-                    colors[opt],
-                    opt,
-                    log=True,
-                )
+            # the estimate starts as a constant: its ratio means something after iterations
+            draw_curves(axes[1], dual[dual["iteration_passes"] > 0], x, "ratio", duals)
             axes[0].set_yscale("log")
-            axes[0].set_xlabel(axis_label("effective_passes", init_offset))
+            axes[0].set_xlabel(axis_label(x, init_offset))
             axes[0].set_ylabel("gap / P(0)")
-            _legend_outside(fig, axes[0])
+            legend_outside(fig, axes[0])
             axes[1].set_yscale("log")
             axes[1].axhspan(0.5, 2.0, color="grey", alpha=0.12, lw=0)
-            axes[1].set_xlabel(axis_label("effective_passes", init_offset))
+            axes[1].set_xlabel(axis_label(x, init_offset))
             axes[1].set_ylabel("gap estimate / true gap")
             fig.suptitle(f"{problem}: duality gap and its estimate (band: factor 2)", fontsize=11)
             report.figures += _save(fig, out_dir, f"{problem}-gap", formats)
@@ -443,28 +308,19 @@ def make_report(
             plt.close(fig)
         # 3. test error
         if pdf["test_error"].notna().any():
-            fig, ax = plt.subplots(figsize=(6, 4.2))
-            for opt in opts:
-                sub = pdf[pdf["optimizer"] == opt]
-                _band(
-                    ax,
-                    sub,
-                    "effective_passes",
-                    "test_error",
-                    colors[opt],
-                    opt,
-                    log=False,
-                    ls=styles[opt],
-                )
-                if init_offset:
-                    _init_marker(ax, sub, "effective_passes", "test_error", colors[opt], False)
+            fig, panels, _, _ = curve_figure(
+                pdf,
+                "test_error",
+                mine,
+                log=False,
+                init_offset=init_offset,
+                ylabel="test error (per token)",
+                panel_size=(6, 4.2),
+            )
             # around the final errors: they differ in the second digit, the start is ~1
             final = pdf.sort_values("checkpoint").groupby("run_id")["test_error"].last()
             if final.notna().any() and final.max() > 0:
-                ax.set_ylim(0.8 * float(final.min()), min(1.0, 3.0 * float(final.max())))
-            ax.set_xlabel(axis_label("effective_passes", init_offset))
-            ax.set_ylabel("test error (per token)")
-            _legend_outside(fig, ax)
+                panels[0].set_ylim(0.8 * float(final.min()), min(1.0, 3.0 * float(final.max())))
             fig.suptitle(f"{problem}: test error", fontsize=11)
             report.figures += _save(fig, out_dir, f"{problem}-test-error", formats)
             parts.append(f'<img alt="test error" src="data:image/png;base64,{_png_b64(fig)}">')
@@ -478,7 +334,8 @@ def make_report(
         f"# {heading}",
         "",
         "Effort to reach a relative primal sub-optimality (P(w) − P*)/P(0) (median over "
-        "seeds; — = not reached by every seed), and the final state.",
+        "seeds, read between checkpoints on the interpolated curve; — = the median seed "
+        "did not reach it), and the final state.",
         "",
         axes_note,
         "",

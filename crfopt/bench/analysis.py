@@ -1,0 +1,327 @@
+"""Reading and drawing comparison traces: the rules ``crfopt report`` and
+``reports/reproduce.py`` share, so a number or a curve reads the same in both.
+
+* **Axes.** :data:`AXES` names the four x axes; with the init offset the passes,
+  oracle-call and seconds axes include each run's ``setup()`` work (:data:`INIT_SHIFT`,
+  :func:`shift_init`); the update axis is never shifted (setup() makes no counted update).
+* **One curve model.** A run's trace is read as the piecewise interpolant of its
+  checkpoints: log-linear between two positive values (sub-optimality and gaps decay
+  geometrically, so a straight line in log space is the honest guess), linear when
+  either is ≤ 0. Checkpoints land where a block of iterations ends, a little past the
+  scheduled mark when an iteration costs more than one oracle call (OEG's trials, SAG's
+  forward calls); reading "the first checkpoint past x" would report those methods a
+  block late. Both readings use the interpolant:
+
+  - :func:`value_at` — the value at x (past the last checkpoint: its value if the run
+    converged or ended within ``tolerance`` of x, else nan: the run never got there);
+  - :func:`first_reach` — the first x where the value is ≤ a target (inf if never), the
+    inverse of :func:`value_at`, so ``value_at(first_reach(t)) == t`` between checkpoints.
+
+  :func:`median_value_at` and :func:`median_reach` take the median over runs (seeds);
+  an unreached run counts as inf, so the median is inf when half the runs never got there.
+* **One style.** :func:`line_styles` gives each optimizer a (colour, line style);
+  LPL18's six methods keep fixed colours everywhere (:data:`FIXED_COLOURS`).
+* **One figure routine.** :func:`draw_curves` draws one panel (median over runs, min–max
+  band, the init diamond); :func:`curve_figure` lays panels out over several axes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+#: x axes of a trace and their labels
+AXES = {
+    "oracle_calls": "oracle calls",
+    "updates": "parameter updates",
+    "effective_passes": "effective passes",
+    "time_s": "optimizer time (s)",
+}
+
+#: axis column → the init_* column added to it when the offset is on
+INIT_SHIFT = {
+    "effective_passes": "init_passes",
+    "oracle_calls": "init_oracle_calls",
+    "time_s": "init_time_s",
+}
+
+#: LPL18 Fig. 4's six methods keep their tab10 colour in every figure of every report
+FIXED_COLOURS = {"sdca": 0, "sdca-gap": 1, "sag-nus": 2, "sag-nus-star": 3, "oeg": 4, "lbfgs": 5}
+
+_DASHES = ("-", "--", ":", "-.")
+
+
+def axis_label(axis: str, init_offset: bool, per_n: bool = False) -> str:
+    """The label of an axis, saying whether it includes initialization work (and /n)."""
+    label = AXES.get(axis, axis)
+    if per_n and axis in ("updates", "oracle_calls"):
+        label += " / n"
+    return f"{label}, init + iterations" if init_offset and axis in INIT_SHIFT else label
+
+
+def shift_init(frame: pd.DataFrame, init_offset: bool = True) -> pd.DataFrame:
+    """A float copy of the axis columns, shifted by the init work when ``init_offset``.
+
+    Unknown init work (null, files from before it was stored) shifts by nothing.
+    """
+    df = frame.copy()
+    for axis in AXES:
+        df[axis] = df[axis].astype(float)
+    if init_offset:
+        for axis, init in INIT_SHIFT.items():
+            df[axis] = df[axis] + df[init].astype(float).fillna(0.0)
+    return df
+
+
+def line_styles(
+    names: Sequence[str], fixed: Mapping[str, int] = FIXED_COLOURS
+) -> dict[str, tuple[Any, str]]:
+    """(colour, line style) of every name, in the order given.
+
+    Names in ``fixed`` get their tab10 colour, solid. The others take, in order, the tab10
+    colours no present fixed name holds; when those run out the whole palette repeats
+    dashed, then dotted, then dash-dotted (neighbouring hues of a longer palette would
+    not tell lines apart).
+    """
+    import seaborn as sns
+
+    tab = sns.color_palette("tab10", 10)
+    names = list(dict.fromkeys(names))
+    pinned = {fixed[n] for n in names if n in fixed}
+    free = [k for k in range(10) if k not in pinned]
+    out: dict[str, tuple[Any, str]] = {}
+    used = 0
+    for name in names:
+        if name in fixed:
+            out[name] = (tab[fixed[name]], "-")
+            continue
+        if used < len(free):
+            out[name] = (tab[free[used]], "-")
+        else:
+            k = used - len(free)
+            out[name] = (tab[k % 10], _DASHES[1 + (k // 10) % 3])
+        used += 1
+    return out
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _segment(x: float, x0: float, x1: float, y0: float, y1: float) -> float:
+    """The interpolant between (x0, y0) and (x1, y1) at x (see the module docstring)."""
+    if x1 == x0:
+        return y1
+    t = (x - x0) / (x1 - x0)
+    if y0 > 0 and y1 > 0:
+        return float(10 ** (math.log10(y0) + t * (math.log10(y1) - math.log10(y0))))
+    return float(y0 + t * (y1 - y0))
+
+
+def _clean(xs: Sequence[float], ys: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    xs_a, ys_a = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    ok = ~(np.isnan(xs_a) | np.isnan(ys_a))
+    order = np.argsort(xs_a[ok], kind="stable")
+    return xs_a[ok][order], ys_a[ok][order]
+
+
+def value_at(
+    xs: Sequence[float],
+    ys: Sequence[float],
+    x: float,
+    *,
+    converged: bool = False,
+    tolerance: float = 0.02,
+) -> float:
+    """The run's value at ``x`` on the interpolant of its checkpoints (xs, ys).
+
+    Before the first checkpoint: its value. Past the last: its value if the run
+    ``converged`` (it holds from then on) or ended within ``tolerance``·x of x (budgets
+    on another axis stop a hair short), else nan.
+    """
+    xs_a, ys_a = _clean(xs, ys)
+    if len(xs_a) == 0:
+        return math.nan
+    if x >= xs_a[-1]:
+        if x == xs_a[-1] or converged or xs_a[-1] >= (1.0 - tolerance) * x:
+            return float(ys_a[-1])
+        return math.nan
+    if x <= xs_a[0]:
+        return float(ys_a[0])
+    j = int(np.searchsorted(xs_a, x, side="right"))  # xs[j-1] <= x < xs[j]
+    return _segment(x, xs_a[j - 1], xs_a[j], ys_a[j - 1], ys_a[j])
+
+
+def first_reach(xs: Sequence[float], ys: Sequence[float], target: float) -> float:
+    """The first x where the interpolant of (xs, ys) is ≤ ``target``; inf if never."""
+    xs_a, ys_a = _clean(xs, ys)
+    hit = np.flatnonzero(ys_a <= target)
+    if len(hit) == 0:
+        return math.inf
+    j = int(hit[0])
+    if j == 0:
+        return float(xs_a[0])
+    x0, x1, y0, y1 = xs_a[j - 1], xs_a[j], ys_a[j - 1], ys_a[j]
+    if y0 > 0 and y1 > 0 and target > 0:
+        t = (math.log10(target) - math.log10(y0)) / (math.log10(y1) - math.log10(y0))
+    else:
+        t = (target - y0) / (y1 - y0)
+    return float(x0 + t * (x1 - x0))
+
+
+def _runs(df: pd.DataFrame, by: str) -> list[pd.DataFrame]:
+    return [run.sort_values("checkpoint") for _, run in df.groupby(by, sort=True)]
+
+
+def median_value_at(
+    df: pd.DataFrame,
+    col: str,
+    x: float,
+    axis: str = "effective_passes",
+    *,
+    by: str = "run_id",
+    tolerance: float = 0.02,
+) -> float:
+    """Median over runs (grouped by ``by``) of :func:`value_at`; runs that never got to
+    x are left out; nan when none did."""
+    vals = []
+    for run in _runs(df, by):
+        converged = str(run["status"].iloc[-1]) == "converged"
+        v = value_at(run[axis], run[col], x, converged=converged, tolerance=tolerance)
+        if not math.isnan(v):
+            vals.append(v)
+    return float(np.median(vals)) if vals else math.nan
+
+
+def median_reach(
+    df: pd.DataFrame,
+    col: str,
+    target: float,
+    axis: str = "effective_passes",
+    *,
+    by: str = "run_id",
+) -> float:
+    """Median over runs of :func:`first_reach` (inf for a run that never got there);
+    nan for no runs."""
+    vals = [first_reach(run[axis], run[col], target) for run in _runs(df, by)]
+    return float(np.median(vals)) if vals else math.nan
+
+
+# --------------------------------------------------------------------------- drawing
+
+
+def draw_curves(
+    ax: Any,
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    styles: Mapping[str, tuple[Any, str]],
+    *,
+    log: bool = True,
+    x_scale: float = 1.0,
+    init_marker: bool = False,
+    label: str = "{}",
+) -> tuple[int, bool]:
+    """One panel: per optimizer in ``styles`` order, the median over runs with the
+    min–max band; on the seconds axis (runs share no time stamps) each run drawn alone.
+
+    ``x_scale`` divides the x values (e.g. by n); ``init_marker`` draws a diamond where
+    a shifted curve starts after counted setup() work. Returns (points ≤ 0 hidden on a
+    log axis, whether a diamond was drawn).
+    """
+    hidden, marked = 0, False
+    for opt, (color, ls) in styles.items():
+        sub = df[df["optimizer"] == opt]
+        if sub.empty:
+            continue
+        if log:
+            ok = sub[y] > 0
+            hidden += int((~ok & sub[y].notna()).sum())
+            sub = sub[ok]
+        if sub.empty:
+            continue
+        name = label.format(opt)
+        if x == "time_s":
+            for k, (_, run) in enumerate(sub.groupby("run_id")):
+                run = run.sort_values(x)
+                ax.plot(
+                    run[x] / x_scale, run[y], color=color, ls=ls, lw=1.4, alpha=0.85,
+                    label=name if k == 0 else None,
+                )  # fmt: skip
+        else:
+            g = sub.groupby(x)[y]
+            med = g.median()
+            ax.plot(med.index / x_scale, med.values, color=color, ls=ls, lw=1.6, label=name)
+            if sub["run_id"].nunique() > 1:
+                ax.fill_between(
+                    med.index / x_scale, g.min().values, g.max().values, color=color,
+                    alpha=0.2, lw=0,
+                )  # fmt: skip
+        if init_marker and x in INIT_SHIFT:
+            first = sub[(sub["checkpoint"] == 0) & (sub["init_passes"].astype(float) > 0)]
+            if len(first):
+                ax.plot(
+                    [float(first[x].median()) / x_scale], [float(first[y].median())],
+                    marker="D", ms=6, mfc="none", mec=color, mew=1.5, ls="none",
+                )  # fmt: skip
+                marked = True
+    return hidden, marked
+
+
+def legend_outside(fig: Any, ax: Any) -> None:
+    """One legend right of the figure, so no panel is covered however many lines."""
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        fig.legend(
+            handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
+            frameon=False, ncol=1 if len(labels) <= 24 else 2,
+        )  # fmt: skip
+
+
+def curve_figure(
+    df: pd.DataFrame,
+    y: str,
+    styles: Mapping[str, tuple[Any, str]],
+    *,
+    axes: Sequence[str] = ("effective_passes",),
+    log: bool = True,
+    init_offset: bool = True,
+    per_n: float | None = None,
+    ylabel: str | None = None,
+    skip: Mapping[str, Sequence[str]] | None = None,
+    panel_size: tuple[float, float] = (4.2, 4.2),
+) -> tuple[Any, list[Any], int, bool]:
+    """A figure of ``y`` against each of ``axes`` (one panel each, shared y).
+
+    ``per_n`` divides the update and oracle-call axes by n; ``skip`` maps an axis to
+    optimizers left off that panel. Returns (figure, panels, hidden points, diamonds
+    drawn); the caller adds titles, limits and reference lines, and saves.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    sns.set_theme(style="whitegrid", context="notebook")
+    w, h = panel_size
+    fig, grid = plt.subplots(1, len(axes), figsize=(w * len(axes), h), sharey=True, squeeze=False)
+    panels = list(grid[0])
+    hidden, marked = 0, False
+    for ax, x in zip(panels, axes):
+        left_off = set((skip or {}).get(x, ()))
+        shown = {k: v for k, v in styles.items() if k not in left_off}
+        scale = per_n if per_n and x in ("updates", "oracle_calls") else 1.0
+        h_, m_ = draw_curves(ax, df, x, y, shown, log=log, x_scale=scale, init_marker=init_offset)
+        hidden += h_
+        marked |= m_
+        if log:
+            ax.set_yscale("log")
+        ax.set_xlabel(axis_label(x, init_offset, per_n=bool(per_n)))
+    if ylabel:
+        panels[0].set_ylabel(ylabel)
+    legend_outside(fig, panels[-1])
+    return fig, panels, hidden, marked
