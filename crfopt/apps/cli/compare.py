@@ -1,0 +1,374 @@
+"""Commands about comparisons: ``compare`` (run a grid, store every trace) and
+``report`` (figures and tables from stored results)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+import pandas as pd
+from rich.markup import escape
+from rich.table import Table
+
+from crfopt.apps.cli.options import (
+    build_registry,
+    config_option,
+    console,
+    corpus_options,
+    corpus_params,
+    err_console,
+    exit_codes,
+    plugin_dir_option,
+    resolve_sets,
+)
+from crfopt.bench.problems import is_corpus_path
+from crfopt.optim.parse import parse_selection, split_list
+from crfopt.optim.registry import UnknownNameError
+
+
+class RichReporter:
+    """Progress of a comparison: a bar for the grid and one line per finished run."""
+
+    def __init__(self, budget_passes: float | None, quiet: bool = False) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.quiet = quiet
+        self.budget_passes = budget_passes
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err_console,
+            transient=False,
+            disable=quiet,
+        )
+        self.grid_task = None
+        self.run_task = None
+        self.current = None
+        self.failures: list[dict[str, Any]] = []
+
+    def __enter__(self) -> RichReporter:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.stop()
+
+    def message(self, text: str) -> None:
+        if not self.quiet:
+            err_console.print(f"[dim]{escape(text)}[/]")
+
+    def planned(self, plan: Any) -> None:
+        done = len(plan.tasks) - len(plan.pending)
+        self.message(
+            f"{len(plan.tasks)} runs in the grid; {done} already in {plan.out_dir} (kept, not "
+            f"rerun); {len(plan.pending)} to run"
+        )
+        self.grid_task = self.progress.add_task("grid", total=len(plan.pending))
+
+    def checkpoint(self, task: Any, row: dict[str, Any]) -> None:
+        total = self.budget_passes or 1.0
+        if self.current != task.run_id:
+            if self.run_task is not None:
+                self.progress.remove_task(self.run_task)
+            self.run_task = self.progress.add_task(escape(task.label), total=total)
+            self.current = task.run_id
+        sub = row.get("suboptimality")
+        extra = f" P-P*={sub:.3g}" if sub is not None else ""
+        self.progress.update(
+            self.run_task,
+            completed=min(row["effective_passes"], total),
+            description=escape(f"{task.label}{extra}"),
+        )
+
+    def finished(self, summary: dict[str, Any]) -> None:
+        if self.grid_task is not None:
+            self.progress.advance(self.grid_task)
+        status = summary["status"]
+        if status == "failed":
+            self.failures.append(summary)
+            first = (summary.get("error") or "").splitlines()[:1]
+            err_console.print(
+                f"[red]failed[/] {escape(summary['label'])}: "
+                f"{escape(first[0]) if first else 'unknown error'}"
+            )
+        elif not self.quiet:
+            err_console.print(f"{status:>9s} {escape(summary['label'])}")
+
+
+def summary_table(table: Any) -> Table:
+    """Final row of every run: the table printed at the end of ``compare``."""
+    out = Table(
+        title="comparison summary (last checkpoint of every run)",
+        caption="passes, oracle calls, time: the iterations; init: the optimizer's setup() work",
+    )
+    cols = {
+        "problem": "problem",
+        "optimizer": "optimizer",
+        "seed": "seed",
+        "status": "status",
+        "effective_passes": "passes",
+        "init_passes": "init passes",
+        "oracle_calls": "oracle calls",
+        "time_s": "time (s)",
+        "init_time_s": "init (s)",
+        "suboptimality": "P(w) - P*",
+        "duality_gap": "duality gap",
+        "test_error": "test error",
+    }
+    for header in cols.values():
+        out.add_column(header, overflow="fold")
+    if len(table) == 0:
+        return out
+    last = table.sort_values("checkpoint").groupby("run_id", sort=False).tail(1)
+    last = last.sort_values(["problem", "optimizer", "seed"])
+    for _, r in last.iterrows():
+        cells = []
+        for c in cols:
+            v = r[c]
+            if pd.isna(v):
+                cells.append("—")
+            elif isinstance(v, float):
+                cells.append(f"{v:.4g}")
+            else:
+                cells.append(escape(str(v)))
+        out.add_row(*cells)
+    return out
+
+
+def _csv_ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: expected comma-separated integers") from None
+
+
+@click.command(
+    "compare",
+    epilog=exit_codes(
+        "a run of the grid failed or diverged (named in the summary), unless\n"
+        "     --allow-failures; runs kept from earlier invocations count too",
+        "results cannot be written (runs finished before are kept)",
+    ),
+)
+@config_option
+@click.option(
+    "--problem", "problems", required=True, help="Problem name(s) or corpus path, comma-separated."
+)
+@click.option(
+    "--optimizers", required=True, help="Variants, comma-separated; NAME[param=value,...] allowed."
+)
+@click.option("--passes", type=float, default=None, help="Budget in effective passes (default 10).")
+@click.option("--oracle-calls", type=int, default=None, help="Budget in oracle calls.")
+@click.option("--updates", type=int, default=None, help="Budget in parameter updates.")
+@click.option("--seconds", type=float, default=None, help="Budget in optimizer seconds.")
+@click.option("--target-suboptimality", type=float, default=None, help="Stop at P(w)-P* ≤ this.")
+@click.option("--target-gap", type=float, default=None, help="Stop at a duality gap ≤ this.")
+@click.option("--seeds", default="0", show_default=True, help="Comma-separated seeds.")
+@click.option(
+    "--set", "sets", multiple=True, help="NAME.param=value for an optimizer or the problem."
+)
+@click.option(
+    "--checkpoints",
+    default="default",
+    show_default=True,
+    help="'default' (every 0.25 pass, then every pass), 'log', or 'every:X'.",
+)
+@click.option(
+    "--out",
+    default="results",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Results folder (one Parquet file per run).",
+)
+@click.option(
+    "--backend",
+    type=click.Choice(["serial", "joblib", "dask"]),
+    default="serial",
+    show_default=True,
+)
+@click.option("--n-jobs", type=int, default=None, help="Parallel workers (joblib / LocalCluster).")
+@click.option("--scheduler", default=None, help="Address of a running Dask scheduler.")
+@click.option("--no-optimum", is_flag=True, help="Do not compute P* (no sub-optimality column).")
+@click.option("--retry-failed", is_flag=True, help="Rerun runs stored with status 'failed'.")
+@click.option(
+    "--allow-failures",
+    is_flag=True,
+    help="Exit 0 even when runs failed or diverged (they are still named in the summary).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Hard wall-clock limit per run (s); a run past it is killed and stored as failed.",
+)
+@click.option("--quiet", is_flag=True, help="No progress display.")
+@corpus_options
+@plugin_dir_option
+def compare_cmd(
+    problems: str,
+    optimizers: str,
+    passes: float | None,
+    oracle_calls: int | None,
+    updates: int | None,
+    seconds: float | None,
+    target_suboptimality: float | None,
+    target_gap: float | None,
+    seeds: str,
+    sets: Sequence[str],
+    checkpoints: str,
+    out: str,
+    backend: str,
+    n_jobs: int | None,
+    scheduler: str | None,
+    no_optimum: bool,
+    retry_failed: bool,
+    allow_failures: bool,
+    timeout: float | None,
+    quiet: bool,
+    columns: str | None,
+    template: str | None,
+    test_path: str | None,
+    label_column: str | None,
+    plugin_dirs: Sequence[str],
+) -> None:
+    """Run a grid of problems × optimizers × seeds and store every trace.
+
+    Runs already in --out are kept and not rerun; Ctrl-C keeps finished runs. In the
+    summary, passes, oracle calls and time count the optimizers' iterations (the budget
+    too); "init passes" and "init (s)" are the work of each optimizer's setup(), which
+    `crfopt report` adds to its axes.
+    """
+    from crfopt.bench.compare import compare, unsuccessful_runs
+    from crfopt.bench.runner import Budget
+    from crfopt.optim.contract import ParameterError
+
+    problem_list = split_list(problems)
+    try:
+        selected = [parse_selection(text)[0] for text in split_list(optimizers)]
+    except ParameterError as exc:
+        raise click.UsageError(str(exc)) from None
+    problem_params, overrides = resolve_sets(sets, problems=problem_list, optimizers=selected)
+    extra = corpus_params(columns, template, test_path, label_column)
+    if extra:
+        reg0 = build_registry(plugin_dirs)
+        paths = [p for p in problem_list if is_corpus_path(reg0, p)]
+        if not paths:
+            raise click.UsageError(
+                "--columns/--template/--test/--label apply to corpus files given as --problem PATH"
+            )
+        for p in paths:
+            problem_params[p] = {**problem_params.get(p, {}), **extra}
+    if all(v is None for v in (passes, oracle_calls, updates, seconds)) and (
+        target_suboptimality is None and target_gap is None
+    ):
+        passes = 10.0
+    try:
+        budget = Budget(
+            passes=passes,
+            oracle_calls=oracle_calls,
+            updates=updates,
+            seconds=seconds,
+            target_suboptimality=target_suboptimality,
+            target_gap=target_gap,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    build_registry(plugin_dirs)  # report broken plugins once, up front
+    reporter = RichReporter(budget.passes, quiet=quiet)
+    try:
+        with reporter:
+            table = compare(
+                problem_list,
+                split_list(optimizers),
+                seeds=_csv_ints(seeds),
+                budget=budget,
+                checkpoints=checkpoints,
+                out=out,
+                backend=backend,
+                n_jobs=n_jobs,
+                scheduler=scheduler,
+                plugin_dirs=plugin_dirs,
+                overrides=overrides,
+                problem_params=problem_params,
+                optimum=not no_optimum,
+                retry_failed=retry_failed,
+                timeout=timeout,
+                reporter=reporter,
+            )
+    except KeyboardInterrupt:
+        err_console.print(
+            f"[yellow]interrupted[/]: finished runs are kept in {out}; run the same command "
+            "again to resume"
+        )
+        sys.exit(130)
+    except UnknownNameError as exc:
+        raise click.UsageError(str(exc)) from None
+    except ParameterError as exc:
+        raise click.UsageError(str(exc)) from None
+    except OSError as exc:
+        err_console.print(
+            f"[red]error:[/] cannot write results to {escape(out)}: {escape(str(exc))}. "
+            "Runs finished before this are kept; free space or fix permissions, then rerun."
+        )
+        sys.exit(1)
+    console.print(summary_table(table))
+    console.print(f"{table['run_id'].nunique()} runs, {len(table)} rows in {out}")
+    bad = unsuccessful_runs(table)
+    if len(bad):
+        verdict = "allowed by --allow-failures" if allow_failures else "exit status 1"
+        err_console.print(f"[red]{len(bad)} run(s) failed or diverged[/] ({verdict}):")
+        for _, r in bad.iterrows():
+            err_console.print(
+                f"  {r['status']:>8s} {escape(str(r['problem']))} · "
+                f"{escape(str(r['optimizer']))} · seed {r['seed']} (run {r['run_id']}): "
+                f"{escape(str(r['error']))}"
+            )
+        if not allow_failures:
+            sys.exit(1)
+
+
+@click.command("report", epilog=exit_codes())
+@click.argument("results", type=click.Path(exists=True))
+@click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.option(
+    "--format",
+    "formats",
+    default="png,svg",
+    show_default=True,
+    help="Figure formats, comma-separated (png, svg, pdf).",
+)
+@click.option("--title", default=None, help="Title of the report.")
+@click.option(
+    "--init-offset/--no-init-offset",
+    default=True,
+    show_default=True,
+    help="Add each optimizer's setup() work to the passes, oracle-call and seconds axes "
+    "(curves start where it ended, marked ◇) and to the table; off: iterations only.",
+)
+def report_cmd(results: str, out: str, formats: str, title: str | None, init_offset: bool) -> None:
+    """Figures, a Markdown summary and a self-contained HTML page from RESULTS."""
+    from crfopt.bench.report import make_report
+
+    try:
+        rep = make_report(
+            results,
+            out,
+            formats=[f.strip() for f in formats.split(",") if f.strip()],
+            title=title,
+            init_offset=init_offset,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    console.print(f"{len(rep.figures)} figures, {rep.markdown} and {rep.html}")
