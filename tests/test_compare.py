@@ -385,3 +385,86 @@ def test_exit_status_0_when_every_run_finishes(tmp_path, plugin_dir):
     res = _grid(tmp_path / "ok", plugin_dir, "scripted,lbfgs")
     assert res.exit_code == 0, res.output
     assert "failed or diverged" not in res.output
+
+
+# ------------------------------------------------ declined runs, one grammar, split modules
+
+
+def test_declined_runs_are_skipped_named_and_not_failures(tmp_path):
+    """SDCA declines when its dual exceeds --max-memory: stored as 'skipped' with the
+    reason, shown in the summary, exit 0; rerun with a larger limit, it runs."""
+    out = tmp_path / "mem"
+    p = crfopt.load_problem("synthetic", n=30)
+    need = p.dual_memory(8)
+    args = ["compare", "--problem", "synthetic", "--set", "synthetic.n=30"]
+    args += ["--optimizers", "sdca-gap,lbfgs", "--passes", 1, "--out", out, "--no-optimum"]
+    res = invoke(*args, "--quiet", "--max-memory", need - 1)
+    assert res.exit_code == 0, res.output
+    table = crfopt.read_results(out)
+    status = table.groupby("optimizer")["status"].last().to_dict()
+    assert status == {"sdca-gap": "skipped", "lbfgs": "budget"}
+    assert "1 run(s) skipped" in res.output and f"needs {need:,} bytes" in res.output
+    from crfopt.bench.compare import skipped_runs, unsuccessful_runs
+
+    assert len(unsuccessful_runs(table)) == 0
+    assert list(skipped_runs(table)["optimizer"]) == ["sdca-gap"]
+    # the limit is not part of the run id: the same run, done now that it fits
+    before = {f.name for f in result_files(out)}
+    res = invoke(*args, "--quiet", "--max-memory", f"{need // 1024 + 1}K")
+    assert res.exit_code == 0, res.output
+    assert {f.name for f in result_files(out)} == before
+    assert set(crfopt.read_results(out).groupby("run_id")["status"].last()) == {"budget"}
+    bad = invoke(*args, "--quiet", "--max-memory", "lots")
+    assert bad.exit_code == 2 and "bad memory size 'lots'" in bad.output
+
+
+def test_one_selection_grammar_round_trips_display_names():
+    """What tables show (display_name) is what --optimizers and --set read back."""
+    from crfopt.bench import compare as compare_module
+    from crfopt.optim import parse
+    from crfopt.optim.contract import display_name
+
+    overrides = {"non_uniformity": 0.5, "sampler": "gap", "refresh_period": None, "x": True}
+    shown = display_name("sdca-gap", overrides)
+    assert parse.parse_selection(shown) == ("sdca-gap", overrides)
+    assert parse.split_list(f"lbfgs,{shown}, oeg") == ["lbfgs", shown, "oeg"]
+    assert parse.parse_assignments(["sdca-gap.non_uniformity=0.5", "data/x.conll.lam=1e-3"]) == {
+        "sdca-gap": {"non_uniformity": 0.5},
+        "data/x.conll": {"lam": 1e-3},
+    }
+    # compare's names are the same functions, not a second parser
+    assert compare_module.parse_optimizer is parse.parse_selection
+    assert compare_module.split_list is parse.split_list
+    with pytest.raises(crfopt.ParameterError, match=r"expected NAME\.param=value"):
+        parse.parse_assignments(["sdca-gap=1"])
+
+
+def test_problem_cache_is_an_object_shared_by_optimum_and_serial_runs(tmp_path, monkeypatch):
+    """The problem loaded to compute P* is the one the serial runs use (one load), and a
+    cache keeps at most `size` problems."""
+    from crfopt.bench import execute
+    from crfopt.optim.registry import get_registry
+
+    assert not hasattr(execute, "_problem_cache")  # no module-global dict any more
+    made = []
+    real = execute.ProblemCache
+
+    class Counting(real):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            made.append(self)
+
+    monkeypatch.setattr("crfopt.bench.compare.ProblemCache", Counting)
+    crfopt.compare("synthetic", "lbfgs,sag", passes=1, out=tmp_path / "o", seeds=[0, 1])
+    assert len(made) == 1 and made[0].loads == 1
+    cache = real(size=1)
+    reg = get_registry()
+    a = cache.get(reg, "synthetic", {"n": 20})
+    assert cache.get(reg, "synthetic", {"n": 20}) is a and cache.loads == 1
+    cache.get(reg, "synthetic", {"n": 21})
+    assert cache.get(reg, "synthetic", {"n": 20}) is not a and cache.loads == 3
+
+
+def test_compare_passes_and_budget_together_is_an_error(tmp_path):
+    with pytest.raises(crfopt.ParameterError, match="either passes= or budget="):
+        crfopt.compare("synthetic", "lbfgs", passes=1, budget=crfopt.Budget(passes=2), out=tmp_path)

@@ -213,6 +213,12 @@ def _csv_ints(text: str) -> list[int]:
     default=None,
     help="Hard wall-clock limit per run (s); a run past it is killed and stored as failed.",
 )
+@click.option(
+    "--max-memory",
+    default=None,
+    help="Memory limit of an optimizer's state, e.g. 2G or 512M; an optimizer that would "
+    "exceed it declines the run, stored as 'skipped' (not a failure). Default: no limit.",
+)
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @corpus_options
 @plugin_dir_option
@@ -236,6 +242,7 @@ def compare_cmd(
     retry_failed: bool,
     allow_failures: bool,
     timeout: float | None,
+    max_memory: str | None,
     quiet: bool,
     columns: str | None,
     template: str | None,
@@ -250,7 +257,7 @@ def compare_cmd(
     too); "init passes" and "init (s)" are the work of each optimizer's setup(), which
     `crfopt report` adds to its axes.
     """
-    from crfopt.bench.compare import compare, unsuccessful_runs
+    from crfopt.bench.compare import compare, skipped_runs, unsuccessful_runs
     from crfopt.bench.runner import Budget
     from crfopt.optim.contract import ParameterError
 
@@ -305,6 +312,7 @@ def compare_cmd(
                 optimum=not no_optimum,
                 retry_failed=retry_failed,
                 timeout=timeout,
+                max_memory=max_memory,
                 reporter=reporter,
             )
     except KeyboardInterrupt:
@@ -325,6 +333,14 @@ def compare_cmd(
         sys.exit(1)
     console.print(summary_table(table))
     console.print(f"{table['run_id'].nunique()} runs, {len(table)} rows in {out}")
+    skipped = skipped_runs(table)
+    if len(skipped):
+        err_console.print(f"[yellow]{len(skipped)} run(s) skipped[/] (declined, not a failure):")
+        for _, r in skipped.iterrows():
+            err_console.print(
+                f"  skipped {escape(str(r['problem']))} · {escape(str(r['optimizer']))} · "
+                f"seed {r['seed']}: {escape(str(r['reason']))}"
+            )
     bad = unsuccessful_runs(table)
     if len(bad):
         verdict = "allowed by --allow-failures" if allow_failures else "exit status 1"
