@@ -109,6 +109,8 @@ def _guard_weights(s: Subject, opt: Optimizer) -> None:
 def _run(s: Subject, p: CRFProblem, **kwargs: Any) -> Any:
     """:func:`crfopt.run` with the failure and non-finite guards of every check."""
     res = run(p, s.spec, **kwargs)
+    if res.status == "skipped":  # no limits are set here, so declining is a contract break
+        raise s.fail("declines only under user limits (Optimizer.decline)", res.meta["skip_reason"])
     if res.status == "failed":
         raise s.fail("runs without error", res.meta.get("error_summary") or res.meta["error"])
     t = res.trace
