@@ -223,16 +223,20 @@ def record(names: list[str]) -> dict[str, Any]:
 
     if JIT_ENABLED:
         raise RuntimeError("record runs the NumPy kernels: set CRFOPT_DISABLE_JIT=1")
+    import crfopt.core.duality as duality_mod
     import crfopt.core.problem as problem_mod
     import crfopt.kernels as kernels
+    import crfopt.optim.pieces as pieces_mod
     from crfopt.kernels import _numpy as _kernels_numpy
 
     rec = Recorder()
     wrapped = [n for n in kernels.__all__ if callable(getattr(kernels, n))]
     saved = {n: getattr(kernels, n) for n in wrapped}
     saved_impl = problem_mod._impl
-    if saved_impl is not _kernels_numpy:
-        raise RuntimeError("crfopt.core.problem no longer serves the NumPy kernels as _impl")
+    # the batch (evaluation) kernels are called from both core modules
+    if saved_impl is not _kernels_numpy or duality_mod._impl is not _kernels_numpy:
+        raise RuntimeError("crfopt.core no longer serves the NumPy kernels as _impl")
+    saved_piece = pieces_mod.local_gradient  # crfopt.pieces re-exports this kernel
     import crfopt
     from crfopt.bench.runner import Budget, run
 
@@ -240,8 +244,10 @@ def record(names: list[str]) -> dict[str, Any]:
     try:
         for n in wrapped:
             setattr(kernels, n, rec.wrap(n, getattr(kernels, n)))
+        pieces_mod.local_gradient = kernels.local_gradient
         proxy = _Proxy(_kernels_numpy, rec)
         problem_mod._impl = proxy
+        duality_mod._impl = proxy
         reg = crfopt.get_registry()
         for kind, p in problems().items():
             for name in names:
@@ -258,6 +264,8 @@ def record(names: list[str]) -> dict[str, Any]:
         for n, fn in saved.items():
             setattr(kernels, n, fn)
         problem_mod._impl = saved_impl
+        duality_mod._impl = saved_impl
+        pieces_mod.local_gradient = saved_piece
     return {
         "runs": runs,
         "calls": rec.calls,
