@@ -27,8 +27,8 @@ from crfopt.optim import hookspecs
 
 _EXAMPLE_DIR = Path(tempfile.mkdtemp(prefix="crfopt-docs-plugin-"))
 write_sgd_plugin(_EXAMPLE_DIR)
-# Test doubles, one defect each (see the module's docstring).
-BROKEN = str(Path(__file__).resolve().parent / "broken_plugins")
+# The shared test double registers one variant per defect (tests/doubles/scripted.py).
+BROKEN = str(Path(__file__).resolve().parent / "doubles")
 
 _SUBLINEAR = (
     "stochastic gradient with a decaying (or AdaGrad) step converges sublinearly: 200 passes "

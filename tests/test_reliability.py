@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import textwrap
 
 import pytest
 from click.testing import CliRunner
+from doubles import scripted as doubles
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,64 +21,24 @@ from crfopt.apps.cli import main, parse_sets
 from crfopt.bench.compare import parse_optimizer, split_list
 from crfopt.optim.contract import ParameterError
 
-FAULTY = '''
-"""Test plugin whose failure mode is a parameter."""
-import time
-import numpy as np
-import crfopt
-
-class Faulty(crfopt.Optimizer):
-    """Gradient steps, then the chosen fault at iteration `at`."""
-    parameters = {
-        "fault": crfopt.Param("none", str, "none, hang, nan or raise",
-                              choices=("none", "hang", "nan", "raise")),
-        "at": crfopt.Param(25, int, "iteration of the fault"),
-    }
-    capabilities = frozenset({"stochastic"})
-
-    def setup(self):
-        self._w = self.problem.zeros()
-        self._it = 0
-
-    @property
-    def w(self):
-        return self._w
-
-    def step(self):
-        i = int(self.rng.integers(self.problem.n))
-        g = self.problem.oracle(i, self._w, gradient=True).gradient.to_dense(self.problem)
-        self._w -= 0.05 * (g + self.problem.lam * self._w)
-        self._it += 1
-        if self._it >= self.params["at"]:
-            if self.params["fault"] == "hang":
-                while True:
-                    time.sleep(0.05)
-            if self.params["fault"] == "nan":
-                self._w[:] = np.nan
-            if self.params["fault"] == "raise":
-                raise MemoryError("simulated allocation failure")
-        self.count(iterations=1, updates=1)
-
-@crfopt.hookimpl
-def crfopt_register_optimizers():
-    return [crfopt.OptimizerSpec("faulty", Faulty, summary="faults", reference="tests")]
-'''
-
 
 @pytest.fixture
 def plugin_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
-    d = tmp_path / "plugins"
-    d.mkdir()
-    (d / "faulty.py").write_text(textwrap.dedent(FAULTY))
-    return d
+    return doubles.plugin_dir(tmp_path)
 
 
 def test_nan_raise_and_hang_are_marked_and_the_grid_completes(tmp_path, plugin_dir):
     out = tmp_path / "grid"
     table = crfopt.compare(
         "synthetic",
-        ["faulty[fault=hang]", "faulty[fault=nan]", "faulty[fault=raise]", "faulty", "lbfgs"],
+        [
+            "scripted[fault=hang]",
+            "scripted[fault=nan]",
+            "scripted[fault=memory]",
+            "scripted",
+            "lbfgs",
+        ],
         passes=2,
         out=out,
         plugin_dirs=[str(plugin_dir)],
@@ -87,10 +47,10 @@ def test_nan_raise_and_hang_are_marked_and_the_grid_completes(tmp_path, plugin_d
     )
     final = table.sort_values("checkpoint").groupby("optimizer")["status"].last().to_dict()
     assert final == {
-        "faulty[fault=hang]": "failed",
-        "faulty[fault=nan]": "diverged",
-        "faulty[fault=raise]": "failed",
-        "faulty": "budget",
+        "scripted[fault=hang]": "failed",
+        "scripted[fault=nan]": "diverged",
+        "scripted[fault=memory]": "failed",
+        "scripted": "budget",
         "lbfgs": "budget",
     }
     runs = table.attrs["runs"]
@@ -98,14 +58,14 @@ def test_nan_raise_and_hang_are_marked_and_the_grid_completes(tmp_path, plugin_d
         table.loc[table["run_id"] == rid, "optimizer"].iloc[0]: meta.get("error") or ""
         for rid, meta in runs.items()
     }
-    assert "hard limit of 20 s" in errors["faulty[fault=hang]"]
-    assert "simulated allocation failure" in errors["faulty[fault=raise]"]
-    hang_rows = table[table["optimizer"] == "faulty[fault=hang]"]
+    assert "hard limit of 20 s" in errors["scripted[fault=hang]"]
+    assert "simulated allocation failure" in errors["scripted[fault=memory]"]
+    hang_rows = table[table["optimizer"] == "scripted[fault=hang]"]
     assert len(hang_rows) >= 2  # checkpoints before the hang are kept
     # a rerun recomputes nothing, a retry reruns only the failed ones
     again = crfopt.compare(
         "synthetic",
-        ["faulty[fault=nan]", "faulty", "lbfgs"],
+        ["scripted[fault=nan]", "scripted", "lbfgs"],
         passes=2,
         out=out,
         plugin_dirs=[str(plugin_dir)],
