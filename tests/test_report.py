@@ -4,46 +4,16 @@ from __future__ import annotations
 
 import math
 import sys
-import textwrap
 
 import numpy as np
 import pandas as pd
 import pytest
 from click.testing import CliRunner
+from doubles import scripted as doubles
 
 import crfopt
 from crfopt.apps.cli import main
 from crfopt.bench.report import plot_frame
-
-WARM = '''
-"""Test plugin: 6 passes of full gradient descent in setup(), then SGD steps."""
-import crfopt
-
-class Warm(crfopt.Optimizer):
-    """A warm start: its setup() does many passes of counted work."""
-    parameters = {"warm_passes": crfopt.Param(6, int, "passes of gradient descent in setup")}
-    capabilities = frozenset({"stochastic"})
-
-    def setup(self):
-        self._w = self.problem.zeros()
-        for _ in range(self.params["warm_passes"]):
-            _, g = self.problem.value_and_gradient(self._w)  # n counted oracle calls
-            self._w -= 0.5 * g
-
-    @property
-    def w(self):
-        return self._w
-
-    def step(self):
-        i = int(self.rng.integers(self.problem.n))
-        g = self.problem.oracle(i, self._w, gradient=True).gradient.to_dense(self.problem)
-        self._w -= 0.01 * (g + self.problem.lam * self._w)
-        self.count(iterations=1, updates=1)
-
-@crfopt.hookimpl
-def crfopt_register_optimizers():
-    return [crfopt.OptimizerSpec("warm", Warm, summary="test plugin", reference="tests")]
-'''
 
 
 def test_report_from_a_fresh_comparison(tmp_path, monkeypatch):
@@ -87,9 +57,7 @@ def test_report_of_an_empty_folder_is_a_usage_error(tmp_path):
 def warm_results(tmp_path, monkeypatch):
     """A comparison of the warm-started plugin and L-BFGS, run through the CLI."""
     monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
-    (plugins / "warm.py").write_text(textwrap.dedent(WARM), encoding="utf-8")
+    plugins = doubles.plugin_dir(tmp_path)  # registers "warm": 6 passes of work in setup()
     res_dir = tmp_path / "res"
     res = CliRunner().invoke(
         main,

@@ -7,9 +7,9 @@ and a warm start that does counted work in ``setup()``. It is a valid plugin fil
 with ``--plugin-dir tests/doubles`` (or :func:`plugin_dir`), and importable as
 ``doubles.scripted`` for tests that build specs directly.
 
-Registered variants: ``scripted`` (no fault by default) and the four broken plugins the
-conformance suite must catch (``broken-nan-late``, ``broken-nan-early``,
-``broken-raises``, ``broken-heavy-init``).
+Registered variants: ``scripted`` (no fault by default), ``warm`` (6 passes of counted
+work in ``setup()``) and the four broken plugins the conformance suite must catch
+(``broken-nan-late``, ``broken-nan-early``, ``broken-raises``, ``broken-heavy-init``).
 """
 
 import shutil
@@ -84,6 +84,7 @@ def crfopt_register_optimizers():
         spec("broken-nan-early", fault="nan", at=6),
         spec("broken-raises", fault="type-error", at=1),
         spec("broken-heavy-init", warm_passes=20),
+        spec("warm", warm_passes=6),
     ]
 
 
