@@ -9,9 +9,9 @@
 from __future__ import annotations
 
 import crfopt
-from crfopt.data.corpus import text_problem
+from crfopt.data.corpus import files_problem
 from crfopt.data.readers import read_conll
-from crfopt.data.sources import DataFile, files_metadata, locate, verify
+from crfopt.data.sources import DataFile, loader_defaults
 
 _LICENCE = "no explicit licence; derived from the Penn Treebank WSJ (research use)"
 TRAIN = DataFile(
@@ -41,39 +41,35 @@ WSJ_NOTE = (
 def load_conll2000(
     lam: float | None = None, bias: bool = True, template: str = "chunking", min_count: int = 1
 ) -> crfopt.CRFProblem:
-    paths = {s: locate(df) for s, df in (("train", TRAIN), ("test", TEST))}
-    digests = {s: verify(df, paths[s]) for s, df in (("train", TRAIN), ("test", TEST))}
-    return text_problem(
-        "conll2000",
-        {s: (lambda p=p: read_conll(p, columns=COLUMNS, label="chunk")) for s, p in paths.items()},
-        template,
-        file_digests=digests,
-        lam=lam,
-        bias=bias,
-        min_count=min_count,
-        label="chunk",
-        metadata=files_metadata([TRAIN, TEST], [paths["train"], paths["test"]]),
-    )
+    return _load("conll2000", "chunk", template, lam, bias, min_count, note=None)
 
 
 def load_pos_conll2000(
     lam: float | None = None, bias: bool = True, template: str = "pos", min_count: int = 1
 ) -> crfopt.CRFProblem:
-    paths = {s: locate(df) for s, df in (("train", TRAIN), ("test", TEST))}
-    digests = {s: verify(df, paths[s]) for s, df in (("train", TRAIN), ("test", TEST))}
-    return text_problem(
-        "pos-conll2000",
-        {s: (lambda p=p: read_conll(p, columns=COLUMNS, label="pos")) for s, p in paths.items()},
+    return _load("pos-conll2000", "pos", template, lam, bias, min_count, note=WSJ_NOTE)
+
+
+def _load(
+    name: str,
+    label: str,
+    template: str,
+    lam: float | None,
+    bias: bool,
+    min_count: int,
+    note: str | None,
+) -> crfopt.CRFProblem:
+    """Both problems read the same files; only the label column (and the note) differ."""
+    return files_problem(
+        name,
+        {"train": TRAIN, "test": TEST},
+        lambda p: read_conll(p, columns=COLUMNS, label=label),
         template,
-        file_digests=digests,
         lam=lam,
         bias=bias,
         min_count=min_count,
-        label="pos",
-        metadata={
-            **files_metadata([TRAIN, TEST], [paths["train"], paths["test"]]),
-            "note": WSJ_NOTE,
-        },
+        label=label,
+        note=note,
     )
 
 
@@ -83,7 +79,7 @@ def crfopt_register_problems() -> list[crfopt.ProblemSpec]:
         crfopt.ProblemSpec(
             name="conll2000",
             load=load_conll2000,
-            defaults={"lam": None, "bias": True, "template": "chunking", "min_count": 1},
+            defaults=loader_defaults(load_conll2000),
             summary="CoNLL-2000 chunking (WSJ), 22 tags, template 'chunking' (19 attributes)",
             reference="Tjong Kim Sang & Buchholz 2000; LPL18 Table 1 (CONLL)",
             files=(TRAIN, TEST),
@@ -94,7 +90,7 @@ def crfopt_register_problems() -> list[crfopt.ProblemSpec]:
         crfopt.ProblemSpec(
             name="pos-conll2000",
             load=load_pos_conll2000,
-            defaults={"lam": None, "bias": True, "template": "pos", "min_count": 1},
+            defaults=loader_defaults(load_pos_conll2000),
             summary="PTB POS tags of CoNLL-2000's WSJ §15-18 / §20, 44 tags — WSJ substitute",
             reference="CoNLL-2000 POS column; LPL18 Table 1 (POS, substitute)",
             files=(TRAIN, TEST),

@@ -7,9 +7,9 @@ testa 2895 / 37687; testb (the test split) 5195 / 68875.
 from __future__ import annotations
 
 import crfopt
-from crfopt.data.corpus import text_problem
+from crfopt.data.corpus import files_problem
 from crfopt.data.readers import read_conll
-from crfopt.data.sources import DataFile, files_metadata, locate, verify
+from crfopt.data.sources import DataFile, loader_defaults
 
 _LICENCE = (
     "research use in the context of the CoNLL-2002 shared task only; not freely redistributable"
@@ -44,18 +44,15 @@ COLUMNS = ("word", "pos", "ne")
 def load_ner_nl(
     lam: float | None = None, bias: bool = True, template: str = "ner", min_count: int = 1
 ) -> crfopt.CRFProblem:
-    paths = {s: locate(df) for s, df in FILES.items()}
-    digests = {s: verify(FILES[s], p) for s, p in paths.items()}
-    return text_problem(
+    return files_problem(
         "ner-nl",
-        {s: (lambda p=p: read_conll(p, columns=COLUMNS, label="ne")) for s, p in paths.items()},
+        FILES,
+        lambda p: read_conll(p, columns=COLUMNS, label="ne"),
         template,
-        file_digests=digests,
         lam=lam,
         bias=bias,
         min_count=min_count,
         label="ne",
-        metadata=files_metadata(list(FILES.values()), list(paths.values())),
     )
 
 
@@ -65,7 +62,7 @@ def crfopt_register_problems() -> list[crfopt.ProblemSpec]:
         crfopt.ProblemSpec(
             name="ner-nl",
             load=load_ner_nl,
-            defaults={"lam": None, "bias": True, "template": "ner", "min_count": 1},
+            defaults=loader_defaults(load_ner_nl),
             summary="CoNLL-2002 Dutch NER, 9 labels, splits train / testa / test (= testb)",
             reference="Tjong Kim Sang 2002; LPL18 Table 1 (NER)",
             files=tuple(FILES.values()),

@@ -12,7 +12,7 @@ import numpy as np
 import crfopt
 from crfopt.data.cache import cached_problem
 from crfopt.data.readers import LETTERS, read_letter_data, read_sag4crf_mat
-from crfopt.data.sources import DataFile, files_metadata, locate, verify
+from crfopt.data.sources import DataFile, files_metadata, loader_defaults, locate, verify
 
 OCR_MAT = DataFile(
     "ocr.mat",
@@ -115,7 +115,7 @@ def crfopt_register_problems() -> list[crfopt.ProblemSpec]:
         crfopt.ProblemSpec(
             name="ocr",
             load=load_ocr,
-            defaults={"lam": None, "bias": True, "test_fold": 0, "source": "auto"},
+            defaults=loader_defaults(load_ocr),
             summary="OCR handwritten words, 128 dense pixels, folds 1-9 train / fold 0 test",
             reference="Taskar et al. 2004; LPL18 Table 1; ALGORITHMS.md §1.8",
             files=(OCR_MAT,),

@@ -10,9 +10,9 @@ owns the CoNLL-2000 files.
 from __future__ import annotations
 
 import crfopt
-from crfopt.data.corpus import text_problem
+from crfopt.data.corpus import files_problem
 from crfopt.data.readers import read_conllu_words
-from crfopt.data.sources import DataFile, files_metadata, locate, verify
+from crfopt.data.sources import DataFile, loader_defaults
 
 WSJ_NOTE = (
     "The papers' POS set (PTB WSJ §0-18, 38,219 sentences, 45 tags) is LDC-licensed and not "
@@ -20,31 +20,31 @@ WSJ_NOTE = (
 )
 _UD = "https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/r2.16/"
 _EWT_LICENCE = "CC BY-SA 4.0 (attribution, share-alike)"
+# split → (sha256 of the stored .gz, sha256 of the upstream uncompressed file)
+_EWT_SHA256 = {
+    "train": (
+        "bd47e08c9e18ec12d319e84df2ccdb272ff6de1d0dba5761117d3caf8b358f7b",
+        "3fb78e2b55482c8ee00caa653af436c88c9e5bc9a73ce26e4ae3ddc79d2b7e7b",
+    ),
+    "dev": (
+        "41086e3afc9ae572f899c9123f874d6d04a52e374a3d2ac7a6667ce48e3bf3e3",
+        "531a54ff90d6ab12201c5a50c3e78e6ddac4de69abc4bce5d275d3cd29efe2b6",
+    ),
+    "test": (
+        "29c151eee8846d3f3ef7806c126ecac9932af2317c008c6d6b076c5e14950dbe",
+        "e266e515a0a7547657ed3d90d9ba46487d6bd251f27ad4269d4e8a427c8555cd",
+    ),
+}
 EWT = {
-    "train": DataFile(
-        "en_ewt-ud-train.conllu.gz",
+    split: DataFile(
+        f"en_ewt-ud-{split}.conllu.gz",
         "ud_english_ewt",
-        sha256="bd47e08c9e18ec12d319e84df2ccdb272ff6de1d0dba5761117d3caf8b358f7b",
-        url=_UD + "en_ewt-ud-train.conllu",
-        raw_sha256="3fb78e2b55482c8ee00caa653af436c88c9e5bc9a73ce26e4ae3ddc79d2b7e7b",
+        sha256=sha256,
+        url=f"{_UD}en_ewt-ud-{split}.conllu",
+        raw_sha256=raw_sha256,
         licence=_EWT_LICENCE,
-    ),
-    "dev": DataFile(
-        "en_ewt-ud-dev.conllu.gz",
-        "ud_english_ewt",
-        sha256="41086e3afc9ae572f899c9123f874d6d04a52e374a3d2ac7a6667ce48e3bf3e3",
-        url=_UD + "en_ewt-ud-dev.conllu",
-        raw_sha256="531a54ff90d6ab12201c5a50c3e78e6ddac4de69abc4bce5d275d3cd29efe2b6",
-        licence=_EWT_LICENCE,
-    ),
-    "test": DataFile(
-        "en_ewt-ud-test.conllu.gz",
-        "ud_english_ewt",
-        sha256="29c151eee8846d3f3ef7806c126ecac9932af2317c008c6d6b076c5e14950dbe",
-        url=_UD + "en_ewt-ud-test.conllu",
-        raw_sha256="e266e515a0a7547657ed3d90d9ba46487d6bd251f27ad4269d4e8a427c8555cd",
-        licence=_EWT_LICENCE,
-    ),
+    )
+    for split, (sha256, raw_sha256) in _EWT_SHA256.items()
 }
 
 
@@ -57,17 +57,15 @@ def load_pos_ewt(
 ) -> crfopt.CRFProblem:
     if label not in ("xpos", "upos"):
         raise ValueError("label must be 'xpos' or 'upos'")
-    paths = {s: locate(df) for s, df in EWT.items()}
-    digests = {s: verify(EWT[s], p) for s, p in paths.items()}
-    return text_problem(
+    return files_problem(
         "pos-ewt",
-        {s: (lambda p=p: read_conllu_words(p, label=label)) for s, p in paths.items()},
+        EWT,
+        lambda p: read_conllu_words(p, label=label),
         template,
-        file_digests=digests,
         lam=lam,
         bias=bias,
         min_count=min_count,
-        metadata={**files_metadata(list(EWT.values()), list(paths.values())), "note": WSJ_NOTE},
+        note=WSJ_NOTE,
         extra_key={"label": label},
     )
 
@@ -78,13 +76,7 @@ def crfopt_register_problems() -> list[crfopt.ProblemSpec]:
         crfopt.ProblemSpec(
             name="pos-ewt",
             load=load_pos_ewt,
-            defaults={
-                "lam": None,
-                "bias": True,
-                "template": "pos",
-                "min_count": 1,
-                "label": "xpos",
-            },
+            defaults=loader_defaults(load_pos_ewt),
             summary="UD English-EWT r2.16 POS tagging, 49 XPOS (PTB) tags — WSJ substitute",
             reference="Silveira et al. 2014 (EWT); LPL18 Table 1 (POS, substitute)",
             files=tuple(EWT.values()),

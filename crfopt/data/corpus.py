@@ -18,7 +18,7 @@ from crfopt.core.problem import CRFProblem
 from crfopt.data.cache import cached_problem
 from crfopt.data.features import Featurized, Template, featurize, load_template
 from crfopt.data.readers import Corpus, DataFormatError, read_conll, read_conllu_words
-from crfopt.data.sources import sha256_of
+from crfopt.data.sources import DataFile, files_metadata, locate, sha256_of, verify
 
 
 def problem_from_featurized(
@@ -95,6 +95,44 @@ def text_problem(
         **dict(extra_key or {}),
     }
     return cached_problem(name, key, build, lam=lam)
+
+
+def files_problem(
+    name: str,
+    files: Mapping[str, DataFile],
+    read: Callable[[Path], Corpus],
+    template: str | os.PathLike[str] | Template,
+    *,
+    lam: float | None = None,
+    bias: bool = True,
+    min_count: int = 1,
+    label: str | None = None,
+    note: str | None = None,
+    extra_key: Mapping[str, Any] | None = None,
+) -> CRFProblem:
+    """:func:`text_problem` for a dataset's checksummed files, ``files`` mapping split → file.
+
+    Every built-in text dataset does the same around its reader: locate each split's file,
+    verify its checksum (the digests key the cache), and record where the files came from
+    (plus an optional ``note``) in the metadata ``crfopt info`` shows.
+    """
+    paths = {split: locate(df) for split, df in files.items()}
+    digests = {split: verify(files[split], p) for split, p in paths.items()}
+    metadata = files_metadata(list(files.values()), list(paths.values()))
+    if note is not None:
+        metadata["note"] = note
+    return text_problem(
+        name,
+        {split: (lambda p=p: read(p)) for split, p in paths.items()},
+        template,
+        file_digests=digests,
+        lam=lam,
+        bias=bias,
+        min_count=min_count,
+        label=label,
+        metadata=metadata,
+        extra_key=extra_key,
+    )
 
 
 def _is_conllu(path: str) -> bool:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import inspect
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,19 @@ def verify(df: DataFile, path: Path) -> str:
         f"{path}: sha256 {digest} does not match the expected {df.sha256} "
         f"(PROVENANCE.md); the file is not the one this problem was defined on"
     )
+
+
+def loader_defaults(load: Callable[..., Any]) -> dict[str, Any]:
+    """A dataset loader's keyword parameters and their defaults, for its ``ProblemSpec``.
+
+    Read from the signature so that the defaults ``crfopt info`` shows (and the keys it
+    accepts) are the loader's own and cannot drift from them.
+    """
+    params = inspect.signature(load).parameters.values()
+    missing = [p.name for p in params if p.default is inspect.Parameter.empty]
+    if missing:
+        raise TypeError(f"{load.__qualname__}: parameter(s) without a default: {missing}")
+    return {p.name: p.default for p in params}
 
 
 def files_metadata(files: Sequence[DataFile], paths: Sequence[Path]) -> dict[str, Any]:
