@@ -17,7 +17,6 @@ from crfopt.apps.cli.options import (
     config_option,
     console,
     corpus_options,
-    corpus_params,
     err_console,
     exit_codes,
     plugin_dir_option,
@@ -244,10 +243,7 @@ def compare_cmd(
     timeout: float | None,
     max_memory: str | None,
     quiet: bool,
-    columns: str | None,
-    template: str | None,
-    test_path: str | None,
-    label_column: str | None,
+    corpus: dict[str, Any],
     plugin_dirs: Sequence[str],
 ) -> None:
     """Run a grid of problems × optimizers × seeds and store every trace.
@@ -267,8 +263,7 @@ def compare_cmd(
     except ParameterError as exc:
         raise click.UsageError(str(exc)) from None
     problem_params, overrides = resolve_sets(sets, problems=problem_list, optimizers=selected)
-    extra = corpus_params(columns, template, test_path, label_column)
-    if extra:
+    if corpus:
         reg0 = build_registry(plugin_dirs)
         paths = [p for p in problem_list if is_corpus_path(reg0, p)]
         if not paths:
@@ -276,7 +271,7 @@ def compare_cmd(
                 "--columns/--template/--test/--label apply to corpus files given as --problem PATH"
             )
         for p in paths:
-            problem_params[p] = {**problem_params.get(p, {}), **extra}
+            problem_params[p] = {**problem_params.get(p, {}), **corpus}
     if all(v is None for v in (passes, oracle_calls, updates, seconds)) and (
         target_suboptimality is None and target_gap is None
     ):

@@ -14,7 +14,6 @@ from crfopt.apps.cli.options import (
     build_registry,
     console,
     corpus_options,
-    corpus_params,
     err_console,
     exit_codes,
     human_bytes,
@@ -62,10 +61,7 @@ def train_cmd(
     sets: Sequence[str],
     model_path: str,
     quiet: bool,
-    columns: str | None,
-    template: str | None,
-    test_path: str | None,
-    label_column: str | None,
+    corpus: dict[str, Any],
     plugin_dirs: Sequence[str],
 ) -> None:
     """Train one model and save it (weights, dictionaries, template, labels).
@@ -86,7 +82,7 @@ def train_cmd(
     )
     params = {
         **problem_sets.get(problem_name, {}),
-        **corpus_params(columns, template, test_path, label_column),
+        **corpus,
     }
     problem = load_problem_cli(reg, problem_name, params)
 
@@ -153,13 +149,24 @@ def _load_model(path: str):
         raise click.BadParameter(str(exc), param_hint="--model") from None
 
 
-def _read_for_model(model: Any, path: str, columns: str | None, encoding: str, labelled: bool):
+def _apply_to_input(
+    apply: Any, model_path: str, input_path: str, columns: str | None, encoding: str, labelled: bool
+) -> tuple[Any, Any, str]:
+    """(model, ``apply(model, corpus)``, input format) for ``tag`` and ``evaluate``; a
+    model file, input or label set they cannot work with is a usage error."""
     from crfopt.apps.tagging import TaggingError, read_input
     from crfopt.data.readers import DataFormatError
 
+    model = _load_model(model_path)
     try:
-        return read_input(model, path, columns=columns, encoding=encoding, labelled=labelled)
+        corpus, fmt = read_input(
+            model, input_path, columns=columns, encoding=encoding, labelled=labelled
+        )
     except (DataFormatError, TaggingError) as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        return model, apply(model, corpus), fmt
+    except TaggingError as exc:
         raise click.UsageError(str(exc)) from None
 
 
@@ -205,14 +212,11 @@ def tag_cmd(
     the model's label field (xpos or upos). Example: crfopt tag --model chunker.crfopt
     test.txt > tagged.txt
     """
-    from crfopt.apps.tagging import TaggingError, tag_corpus, write_tagged
+    from crfopt.apps.tagging import tag_corpus, write_tagged
 
-    model = _load_model(model_path)
-    corpus, fmt = _read_for_model(model, input_path, columns, encoding, labelled=False)
-    try:
-        predictions = tag_corpus(model, corpus)
-    except TaggingError as exc:
-        raise click.UsageError(str(exc)) from None
+    model, predictions, fmt = _apply_to_input(
+        tag_corpus, model_path, input_path, columns, encoding, labelled=False
+    )
     label = (model.training.get("corpus") or {}).get("label")
     with click.open_file(out_path, "w", encoding="utf-8", atomic=out_path != "-") as out:
         write_tagged(input_path, fmt, predictions, out, label=label, encoding=encoding)
@@ -228,14 +232,11 @@ def evaluate_cmd(
     recall and F1 as CoNLL's conlleval counts them (for IOB/IOE label sets)."""
     import json
 
-    from crfopt.apps.tagging import TaggingError, evaluate_corpus, is_chunk_tagset
+    from crfopt.apps.tagging import evaluate_corpus, is_chunk_tagset
 
-    model = _load_model(model_path)
-    corpus, _ = _read_for_model(model, input_path, columns, encoding, labelled=True)
-    try:
-        scores = evaluate_corpus(model, corpus)
-    except TaggingError as exc:
-        raise click.UsageError(str(exc)) from None
+    model, scores, _ = _apply_to_input(
+        evaluate_corpus, model_path, input_path, columns, encoding, labelled=True
+    )
     chunked = is_chunk_tagset(model.labels)
     result = scores.as_dict()
     if not chunked:

@@ -3,6 +3,7 @@ registry and problem loading, the exit-code epilog, the command group class."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -30,7 +31,24 @@ plugin_dir_option = click.option(
 
 
 def corpus_options(func: Any) -> Any:
-    """--columns/--template/--test/--label: how to read a corpus given as a file path."""
+    """--columns/--template/--test/--label: how to read a corpus given as a file path.
+
+    The command receives them as one ``corpus`` keyword: the problem parameters they set
+    (:func:`corpus_params`), empty when none is given.
+    """
+
+    @functools.wraps(func)
+    def command(
+        *args: Any,
+        columns: str | None,
+        template: str | None,
+        test_path: str | None,
+        label_column: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        corpus = corpus_params(columns, template, test_path, label_column)
+        return func(*args, corpus=corpus, **kwargs)
+
     for option in reversed(
         [
             click.option(
@@ -56,8 +74,8 @@ def corpus_options(func: Any) -> Any:
             ),
         ]
     ):
-        func = option(func)
-    return func
+        command = option(command)
+    return command
 
 
 def corpus_params(

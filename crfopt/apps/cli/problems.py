@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import click
 from rich.markup import escape
@@ -13,7 +14,6 @@ from crfopt.apps.cli.options import (
     build_registry,
     console,
     corpus_options,
-    corpus_params,
     err_console,
     exit_codes,
     human_bytes,
@@ -64,10 +64,7 @@ def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
 def info_cmd(
     problem_name: str,
     sets: Sequence[str],
-    columns: str | None,
-    template: str | None,
-    test_path: str | None,
-    label_column: str | None,
+    corpus: dict[str, Any],
     plugin_dirs: Sequence[str],
 ) -> None:
     """Sizes of a problem (n, tokens, labels, attributes, d, λ), dual memory, provenance."""
@@ -75,7 +72,7 @@ def info_cmd(
     problem_sets, _ = resolve_sets(sets, problems=[problem_name])
     params = {
         **problem_sets.get(problem_name, {}),
-        **corpus_params(columns, template, test_path, label_column),
+        **corpus,
     }
     problem = load_problem_cli(reg, problem_name, params)
     info = problem.info()
