@@ -120,30 +120,34 @@ def _local_gradient(impl, problem, i, w):
     return g
 
 
-@pytest.mark.parametrize("impl", IMPLS)
-@pytest.mark.parametrize("dense", [False, True])
-def test_local_gradient_matches_enumeration(impl, dense):
+def _gradients_by_enumeration(dense):
+    """(problem, w, [(i, E_ν F − F(x_i, y_i))]) with the gradients from enumerating every
+    labelling of each sequence: the truth both gradient entry points are checked against."""
     problem, X = tiny_problem(7, dense=dense, K=3, lengths=[1, 3, 4])
     w = np.random.default_rng(1).normal(size=problem.dim)
+    expected = []
     for i in range(problem.n):
         _, _, _, expected_F, *_ = enumerate_sequence(problem, X, i, w)
         s, e = (int(v) for v in problem.data.offsets[i : i + 2])
-        truth = feature_vector(problem, X[s:e], problem.labels[s:e])
-        got = _local_gradient(impl, problem, i, w)
-        np.testing.assert_allclose(got, expected_F - truth, atol=1e-10)
+        expected.append((i, expected_F - feature_vector(problem, X[s:e], problem.labels[s:e])))
+    return problem, w, expected
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dense", [False, True])
+def test_local_gradient_matches_enumeration(impl, dense):
+    problem, w, expected = _gradients_by_enumeration(dense)
+    for i, truth in expected:
+        np.testing.assert_allclose(_local_gradient(impl, problem, i, w), truth, atol=1e-10)
 
 
 @pytest.mark.parametrize("dense", [False, True])
 def test_problem_oracle_gradient_matches_enumeration(dense):
     """The counted entry point (whichever kernels are active) assembles the same gradient."""
-    problem, X = tiny_problem(7, dense=dense, K=3, lengths=[1, 3, 4])
-    w = np.random.default_rng(1).normal(size=problem.dim)
-    for i in range(problem.n):
-        _, _, _, expected_F, *_ = enumerate_sequence(problem, X, i, w)
-        s, e = (int(v) for v in problem.data.offsets[i : i + 2])
-        truth = feature_vector(problem, X[s:e], problem.labels[s:e])
+    problem, w, expected = _gradients_by_enumeration(dense)
+    for i, truth in expected:
         res = problem.oracle(i, w, gradient=True)
-        np.testing.assert_allclose(res.gradient.to_dense(problem), expected_F - truth, atol=1e-10)
+        np.testing.assert_allclose(res.gradient.to_dense(problem), truth, atol=1e-10)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
