@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import bench_problem, record_epochs, threads, time_full_pass
+from conftest import bench_problem, record_epochs_vs_full_pass
 
 VARIANTS = ["oeg", "sg", "asg", "adagrad"]
 
@@ -16,6 +16,4 @@ VARIANTS = ["oeg", "sg", "asg", "adagrad"]
 def test_oeg_epoch(name, recorder):
     problem, label = bench_problem(name)
     group = f"OEG / SG epoch vs full oracle pass, {label} (n={problem.n}, d={problem.dim})"
-    with threads(1):
-        recorder(group, "full oracle pass (value+gradient)", time_full_pass(problem))
-        record_epochs(recorder, group, problem, VARIANTS)
+    record_epochs_vs_full_pass(recorder, group, problem, VARIANTS)

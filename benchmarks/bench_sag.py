@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import bench_problem, peak_memory, record, record_epochs, threads, time_full_pass
+from conftest import bench_problem, peak_memory, record, record_epochs_vs_full_pass
 
 VARIANTS = ["sag", "sag-nus", "sag-nus-star", "saga-nus"]
 
@@ -18,9 +18,7 @@ VARIANTS = ["sag", "sag-nus", "sag-nus-star", "saga-nus"]
 def test_sag_epoch(name, recorder):
     problem, label = bench_problem(name)
     group = f"SAG-family epoch vs full oracle pass, {label} (n={problem.n}, d={problem.dim})"
-    with threads(1):
-        recorder(group, "full oracle pass (value+gradient)", time_full_pass(problem))
-        record_epochs(recorder, group, problem, VARIANTS)
+    record_epochs_vs_full_pass(recorder, group, problem, VARIANTS)
 
 
 def test_sag_peak_memory_conll2000():

@@ -93,6 +93,14 @@ def record_epochs(recorder, group: str, problem, variants) -> None:
         recorder(group, f"{text} epoch", time_epoch(opt, q.n))
 
 
+def record_epochs_vs_full_pass(recorder, group: str, problem, variants) -> None:
+    """Single-threaded: one full oracle pass (value+gradient), then :func:`record_epochs`,
+    so each epoch reads against the pass timed in the same run."""
+    with threads(1):
+        recorder(group, "full oracle pass (value+gradient)", time_full_pass(problem))
+        record_epochs(recorder, group, problem, variants)
+
+
 PEAK_SCRIPT = """
 import sys, crfopt, numpy as np
 from crfopt.bench.compare import parse_optimizer
