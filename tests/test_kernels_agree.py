@@ -127,25 +127,33 @@ def test_per_sequence_kernels_agree(problem):
     np.testing.assert_array_equal(c1, c2)
 
 
+def _batch_outputs(impl, problem, w):
+    """One twin's batch value with and without the gradient, log-marginals (as a dual μ)
+    and expected features at w: what both batch-agreement tests compare."""
+    tr = problem._get_transpose()
+    kd = problem.data
+    g = np.empty(problem.dim)
+    v = impl.batch_value_grad(kd, tr, w, True, g)
+    v2 = impl.batch_value_grad(kd, tr, w, False, np.empty(0))
+    mu = duality.new_dual(problem)
+    logz = np.empty(problem.n)
+    impl.batch_log_marginals(kd, w, mu.log_nodes, mu.log_edges, logz)
+    EF = np.empty(problem.dim)
+    impl.batch_expected_features(kd, tr, mu.log_nodes, mu.log_edges, EF)
+    return v, g, v2, mu, logz, EF
+
+
 @needs_jit
 def test_batch_kernels_agree(problem):
     JT = _jit()
     rng = np.random.default_rng(1)
     w = rng.normal(scale=1.5, size=problem.dim)
-    tr = problem._get_transpose()
     kd = problem.data
     res = []
     for impl in (JT, NP):
-        g = np.empty(problem.dim)
-        v = impl.batch_value_grad(kd, tr, w, True, g)
-        v2 = impl.batch_value_grad(kd, tr, w, False, np.empty(0))
-        mu = duality.new_dual(problem)
-        logz = np.empty(problem.n)
-        impl.batch_log_marginals(kd, w, mu.log_nodes, mu.log_edges, logz)
+        v, g, v2, mu, logz, EF = _batch_outputs(impl, problem, w)
         H = np.empty(problem.n)
         impl.batch_entropy(kd, mu.log_nodes, mu.log_edges, H)
-        EF = np.empty(problem.dim)
-        impl.batch_expected_features(kd, tr, mu.log_nodes, mu.log_edges, EF)
         nu = duality.new_dual(problem)
         impl.batch_log_marginals(kd, 0.5 * w, nu.log_nodes, nu.log_edges, np.empty(problem.n))
         kl = np.empty(problem.n)
@@ -352,18 +360,9 @@ def test_mixed_scaled_and_log_space_batch_agrees(problem):
     """
     JT = _jit()
     w = _mixed_weights(problem, JT)
-    tr = problem._get_transpose()
-    kd = problem.data
     res = []
     for impl in (JT, NP):
-        g = np.empty(problem.dim)
-        v = impl.batch_value_grad(kd, tr, w, True, g)
-        v2 = impl.batch_value_grad(kd, tr, w, False, np.empty(0))
-        mu = duality.new_dual(problem)
-        logz = np.empty(problem.n)
-        impl.batch_log_marginals(kd, w, mu.log_nodes, mu.log_edges, logz)
-        EF = np.empty(problem.dim)
-        impl.batch_expected_features(kd, tr, mu.log_nodes, mu.log_edges, EF)
+        v, g, v2, mu, logz, EF = _batch_outputs(impl, problem, w)
         res.append((v, g, v2, mu.log_nodes, mu.log_edges, logz, EF))
     for j, (a, b) in enumerate(zip(*res)):
         np.testing.assert_allclose(a, b, **TOL, err_msg=f"output {j}")
