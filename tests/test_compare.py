@@ -6,64 +6,23 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 from docs_examples import write_sgd_plugin
+from doubles import scripted as doubles
 
 import crfopt
 from crfopt.apps.cli import main
 from crfopt.bench.results import COLUMNS, result_files
-
-SCRIPTED = '''
-"""Test plugin: a stochastic method that can sleep or raise, for grid tests."""
-import time
-import crfopt
-
-class Scripted(crfopt.Optimizer):
-    """Gradient steps; optional sleep per step and failure at an iteration."""
-    parameters = {
-        "sleep": crfopt.Param(0.0, float, "seconds to sleep per step"),
-        "raise_at": crfopt.Param(-1, int, "raise at this iteration (-1: never)"),
-        "nan_at": crfopt.Param(-1, int, "put a NaN in w at this iteration (-1: never)"),
-    }
-    capabilities = frozenset({"stochastic"})
-
-    def setup(self):
-        self._w = self.problem.zeros()
-        self._it = 0
-
-    @property
-    def w(self):
-        return self._w
-
-    def step(self):
-        i = int(self.rng.integers(self.problem.n))
-        g = self.problem.oracle(i, self._w, gradient=True).gradient.to_dense(self.problem)
-        self._w -= 0.05 * (g + self.problem.lam * self._w)
-        self._it += 1
-        if self._it == self.params["raise_at"]:
-            raise RuntimeError("scripted failure in step")
-        if self._it == self.params["nan_at"]:
-            self._w[0] = float("nan")
-        if self.params["sleep"]:
-            time.sleep(self.params["sleep"])
-        self.count(iterations=1, updates=1)
-
-@crfopt.hookimpl
-def crfopt_register_optimizers():
-    return [crfopt.OptimizerSpec("scripted", Scripted, summary="test plugin", reference="tests")]
-'''
+from crfopt.optim.registry import PluginWarning
 
 
 @pytest.fixture
 def plugin_dir(tmp_path):
-    d = tmp_path / "plugins"
-    d.mkdir()
-    (d / "scripted.py").write_text(textwrap.dedent(SCRIPTED), encoding="utf-8")
+    d = doubles.plugin_dir(tmp_path)
     write_sgd_plugin(d)
     return d
 
@@ -145,7 +104,7 @@ def test_failing_plugin_leaves_other_runs_intact(tmp_path, plugin_dir):
         "--problem",
         "synthetic",
         "--optimizers",
-        "scripted[raise_at=30],lbfgs,my-sgd",
+        "scripted[at=30,fault=raise],lbfgs,my-sgd",
         "--passes",
         2,
         "--out",
@@ -157,7 +116,7 @@ def test_failing_plugin_leaves_other_runs_intact(tmp_path, plugin_dir):
     assert "scripted failure in step" in res.output
     table = crfopt.read_results(out)
     final = table.groupby("optimizer")["status"].last().to_dict()
-    assert final == {"scripted[raise_at=30]": "failed", "lbfgs": "budget", "my-sgd": "budget"}
+    assert final == {"scripted[at=30,fault=raise]": "failed", "lbfgs": "budget", "my-sgd": "budget"}
     failed_id = table.loc[table["status"] == "failed", "run_id"].iloc[0]
     assert "scripted failure in step" in table.attrs["runs"][failed_id]["error"]
     # failed runs are kept, and rerun only when asked
@@ -167,7 +126,7 @@ def test_failing_plugin_leaves_other_runs_intact(tmp_path, plugin_dir):
         "--problem",
         "synthetic",
         "--optimizers",
-        "scripted[raise_at=30],lbfgs,my-sgd",
+        "scripted[at=30,fault=raise],lbfgs,my-sgd",
         "--passes",
         2,
         "--out",
@@ -183,19 +142,21 @@ def test_failing_plugin_leaves_other_runs_intact(tmp_path, plugin_dir):
 
 def test_plugin_broken_at_import_does_not_stop_compare(tmp_path, plugin_dir):
     (plugin_dir / "zz_broken.py").write_text("raise ImportError('no such dependency')\n")
-    res = invoke(
-        "compare",
-        "--problem",
-        "synthetic",
-        "--optimizers",
-        "lbfgs",
-        "--passes",
-        1,
-        "--out",
-        tmp_path / "o",
-        "--plugin-dir",
-        plugin_dir,
-    )
+    # the user gets the plugin's name and its traceback as a PluginWarning (and on screen)
+    with pytest.warns(PluginWarning, match=r"(?s)zz_broken.*Traceback.*no such dependency"):
+        res = invoke(
+            "compare",
+            "--problem",
+            "synthetic",
+            "--optimizers",
+            "lbfgs",
+            "--passes",
+            1,
+            "--out",
+            tmp_path / "o",
+            "--plugin-dir",
+            plugin_dir,
+        )
     assert res.exit_code == 0
     assert "zz_broken" in res.output and "no such dependency" in res.output
 
@@ -359,25 +320,25 @@ def _failure_lines(output):
 
 
 def test_exit_status_1_names_the_failed_run_and_allow_failures_gives_0(tmp_path, plugin_dir):
-    res = _grid(tmp_path / "o", plugin_dir, "scripted[raise_at=5],lbfgs")
+    res = _grid(tmp_path / "o", plugin_dir, "scripted[at=5,fault=raise],lbfgs")
     assert res.exit_code == 1, res.output
     assert "1 run(s) failed or diverged" in res.output
     named = _failure_lines(res.output)
     assert len(named) == 1 and "failed" in named[0] and "scripted failure in step" in named[0]
     assert "lbfgs · seed" not in res.output  # the run that finished is not named
     # the same grid, resumed from disk without rerunning: still a failure, unless allowed
-    res = _grid(tmp_path / "o", plugin_dir, "scripted[raise_at=5],lbfgs", "--allow-failures")
+    res = _grid(tmp_path / "o", plugin_dir, "scripted[at=5,fault=raise],lbfgs", "--allow-failures")
     assert res.exit_code == 0, res.output
     assert "allowed by --allow-failures" in res.output and len(_failure_lines(res.output)) == 1
 
 
 def test_exit_status_1_for_a_diverged_run(tmp_path, plugin_dir):
-    res = _grid(tmp_path / "d", plugin_dir, "scripted[nan_at=3]")
+    res = _grid(tmp_path / "d", plugin_dir, "scripted[at=3,fault=nan]")
     assert res.exit_code == 1, res.output
     named = _failure_lines(res.output)
     assert len(named) == 1 and "diverged" in named[0]
     assert crfopt.read_results(tmp_path / "d")["status"].iloc[-1] == "diverged"
-    res = _grid(tmp_path / "d", plugin_dir, "scripted[nan_at=3]", "--allow-failures")
+    res = _grid(tmp_path / "d", plugin_dir, "scripted[at=3,fault=nan]", "--allow-failures")
     assert res.exit_code == 0, res.output
 
 

@@ -6,47 +6,14 @@ import time
 
 import numpy as np
 import pytest
+from doubles import scripted as doubles
+from doubles.scripted import Scripted as _Scripted
 
 import crfopt
 from crfopt.bench.results import COLUMNS
 from crfopt.bench.runner import Budget, Schedule, run
 
-
-class _Scripted(crfopt.Optimizer):
-    """Test double: a stochastic method whose behaviour is set by parameters."""
-
-    parameters = {
-        "mode": crfopt.Param(
-            "ok", str, "ok | nan | raise | slow", choices=("ok", "nan", "raise", "slow")
-        ),
-        "fail_at": crfopt.Param(5, int, "iteration at which nan/raise happens"),
-    }
-    capabilities = frozenset({"stochastic"})
-
-    def setup(self):
-        self._w = self.problem.zeros()
-        self._it = 0
-
-    @property
-    def w(self):
-        return self._w
-
-    def step(self):
-        i = int(self.rng.integers(self.problem.n))
-        g = self.problem.oracle(i, self._w, gradient=True).gradient.to_dense(self.problem)
-        self._w -= 0.05 * (g + self.problem.lam * self._w)
-        self._it += 1
-        if self._it >= self.params["fail_at"]:
-            if self.params["mode"] == "nan":
-                self._w[0] = np.nan
-            elif self.params["mode"] == "raise":
-                raise RuntimeError("scripted failure")
-        if self.params["mode"] == "slow":
-            time.sleep(0.001)
-        self.count(iterations=1, updates=1)
-
-
-SPEC = crfopt.OptimizerSpec("scripted", _Scripted, summary="test double", reference="tests")
+SPEC = doubles.spec()
 
 
 @pytest.fixture
@@ -119,7 +86,7 @@ def test_evaluation_is_not_counted(problem):
 
 
 def test_diverged(problem):
-    res = run(problem, SPEC, params={"mode": "nan", "fail_at": 7}, budget=Budget(passes=3))
+    res = run(problem, SPEC, params={"fault": "nan", "at": 7}, budget=Budget(passes=3))
     assert res.status == "diverged"
     assert res.trace["status"].iloc[-1] == "diverged"
     assert res.trace["primal"].iloc[-1] is crfopt.bench.results.pd.NA or np.isnan(
@@ -128,7 +95,7 @@ def test_diverged(problem):
 
 
 def test_failed_keeps_rows_and_traceback(problem):
-    res = run(problem, SPEC, params={"mode": "raise", "fail_at": 30}, budget=Budget(passes=3))
+    res = run(problem, SPEC, params={"fault": "raise", "at": 30}, budget=Budget(passes=3))
     assert res.status == "failed"
     assert len(res.trace) >= 2  # checkpoints before the failure are kept
     assert "scripted failure" in res.meta["error"]
@@ -159,17 +126,19 @@ def test_targets_and_other_budgets(problem):
     assert res.trace["updates"].iloc[-1] == 7
     res = run(problem, SPEC, budget=Budget(oracle_calls=33))
     assert res.trace["oracle_calls"].iloc[-1] == 33
-    res = run(problem, SPEC, params={"mode": "slow"}, budget=Budget(seconds=0.05, passes=100))
+    res = run(problem, SPEC, params={"sleep": 0.001}, budget=Budget(seconds=0.05, passes=100))
     assert res.status == "budget" and res.trace["effective_passes"].iloc[-1] < 100
     with pytest.raises(ValueError, match="p_star"):
         run(problem, SPEC, budget=Budget(target_suboptimality=1e-3))
 
 
 def test_unknown_parameter_is_rejected_before_running(problem):
-    with pytest.raises(crfopt.ParameterError, match="valid parameters: fail_at, mode"):
-        run(problem, SPEC, params={"modee": "ok"})
+    with pytest.raises(
+        crfopt.ParameterError, match="valid parameters: at, fault, sleep, step_size, warm_passes"
+    ):
+        run(problem, SPEC, params={"faultt": "none"})
     with pytest.raises(crfopt.ParameterError, match="must be one of"):
-        run(problem, SPEC, params={"mode": "fast"})
+        run(problem, SPEC, params={"fault": "fast"})
 
 
 def test_counters_reset_between_runs(problem):
@@ -178,20 +147,8 @@ def test_counters_reset_between_runs(problem):
     assert res.trace["oracle_calls"].iloc[0] == 0
 
 
-class _WarmStarted(_Scripted):
-    """Test double: full gradient descent in setup(), a warm start done before step 1."""
-
-    parameters = {**_Scripted.parameters, "warm_passes": crfopt.Param(3, int, "setup passes")}
-
-    def setup(self):
-        super().setup()
-        for _ in range(self.params["warm_passes"]):
-            _, g = self.problem.value_and_gradient(self._w)  # n counted oracle calls
-            self._w -= 0.1 * g
-
-
 def test_setup_work_is_stored_on_every_row_and_kept_off_the_iteration_axes(problem):
-    spec = crfopt.OptimizerSpec("warm", _WarmStarted, summary="x", reference="x")
+    spec = doubles.spec("warm")
     res = run(problem, spec, params={"warm_passes": 4}, budget=Budget(passes=1))
     t = res.trace
     # the independent truth: value_and_gradient is one counted oracle call per sequence
@@ -208,7 +165,7 @@ def test_setup_work_is_stored_on_every_row_and_kept_off_the_iteration_axes(probl
 
 
 def test_setup_failure_still_reports_its_work(problem):
-    class WarmThenBroken(_WarmStarted):
+    class WarmThenBroken(_Scripted):
         """Does two passes of work in setup(), then raises."""
 
         def setup(self):
@@ -227,13 +184,17 @@ def test_setup_failure_still_reports_its_work(problem):
 
 def test_run_takes_passes_and_parameters_as_keywords(problem):
     """crfopt.run(problem, name, passes=, seed=, param=) is the same run as budget=/params=."""
-    a = crfopt.run(problem, SPEC, passes=2, seed=4, fail_at=7)
-    b = run(problem, SPEC, budget=Budget(passes=2), seed=4, params={"fail_at": 7})
-    assert a.meta["params"] == b.meta["params"] == {"mode": "ok", "fail_at": 7}
+    a = crfopt.run(problem, SPEC, passes=2, seed=4, at=7)
+    b = run(problem, SPEC, budget=Budget(passes=2), seed=4, params={"at": 7})
+    assert (
+        a.meta["params"]
+        == b.meta["params"]
+        == {"step_size": 0.05, "fault": "none", "at": 7, "sleep": 0.0, "warm_passes": 0}
+    )
     assert a.meta["budget"] == b.meta["budget"] == {"passes": 2}
     cols = ["iterations", "oracle_calls", "effective_passes", "primal", "status"]
     assert a.trace[cols].equals(b.trace[cols])
-    assert a.trace["optimizer"].iloc[0] == "scripted[fail_at=7]"
+    assert a.trace["optimizer"].iloc[0] == "scripted[at=7]"
     # a registered name with DESIGN.md's exact call
     res = crfopt.run(problem, "sdca-gap", passes=1, seed=0, non_uniformity=0.5)
     assert res.status == "budget" and res.meta["params"]["non_uniformity"] == 0.5
@@ -243,12 +204,15 @@ def test_run_keyword_errors_are_clear(problem):
     with pytest.raises(crfopt.ParameterError, match="either passes= or budget=, not both"):
         run(problem, SPEC, passes=2, budget=Budget(passes=3))
     # a typo of run()'s own keyword is named with both lists of valid names
-    with pytest.raises(crfopt.ParameterError, match=r"'pases'.*valid parameters: fail_at, mode"):
+    with pytest.raises(
+        crfopt.ParameterError,
+        match=r"'pases'.*valid parameters: at, fault, sleep, step_size, warm_passes",
+    ):
         run(problem, SPEC, pases=2)
     with pytest.raises(crfopt.ParameterError, match=r"run\(\) itself takes: seed, passes"):
         run(problem, SPEC, pases=2)
-    with pytest.raises(crfopt.ParameterError, match="'mode' given both"):
-        run(problem, SPEC, params={"mode": "ok"}, mode="ok")
+    with pytest.raises(crfopt.ParameterError, match="'fault' given both"):
+        run(problem, SPEC, params={"fault": "none"}, fault="none")
 
 
 # ------------------------------------------------ declining a problem (Optimizer.decline)
@@ -270,10 +234,14 @@ class _Picky(_Scripted):
 
 def test_declined_run_is_skipped_before_construction(problem):
     picky = crfopt.OptimizerSpec("picky", _Picky)
-    res = run(problem, picky, passes=1, max_memory=999, fail_at=3)
+    res = run(problem, picky, passes=1, max_memory=999, at=3)
     assert res.status == "skipped" and res.w is None
     assert res.meta["skip_reason"] == "needs 1000 bytes, limit 999"
-    assert _Picky.calls[-1] == (problem.n, {"mode": "ok", "fail_at": 3}, 999)
+    assert _Picky.calls[-1] == (
+        problem.n,
+        {"step_size": 0.05, "fault": "none", "at": 3, "sleep": 0.0, "warm_passes": 0},
+        999,
+    )
     assert len(res.trace) == 1 and res.trace["status"].iloc[0] == "skipped"
     assert res.trace["oracle_calls"].iloc[0] == 0 and res.trace["primal"].isna().all()
     # without a limit it is not declined (and then its setup fails: it was built)
