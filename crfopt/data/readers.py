@@ -15,7 +15,7 @@ import gzip
 import io
 import os
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +96,31 @@ def _lines(path: str | os.PathLike[str], encoding: str) -> Iterator[tuple[int, s
         ) from None
 
 
+def _sentences(
+    path: str | os.PathLike[str],
+    encoding: str,
+    token: Callable[[int, str], tuple[str, ...] | None],
+) -> list[list[tuple[str, ...]]]:
+    """The file's token lines grouped into sentences at blank lines, the one layout of
+    CoNLL and CoNLL-U; ``token(line number, line)`` parses a non-blank line (None: skip)."""
+    sentences: list[list[tuple[str, ...]]] = []
+    current: list[tuple[str, ...]] = []
+    for number, line in _lines(path, encoding):
+        if not line.strip():
+            if current:
+                sentences.append(current)
+                current = []
+            continue
+        fields = token(number, line)
+        if fields is not None:
+            current.append(fields)
+    if current:
+        sentences.append(current)
+    if not sentences:
+        raise DataFormatError(path, "contains no sentence (empty file?)")
+    return sentences
+
+
 def read_conll(
     path: str | os.PathLike[str],
     columns: Sequence[str] | None = None,
@@ -123,19 +148,14 @@ def read_conll(
     """
     if docstart not in ("drop", "keep"):
         raise ValueError("docstart must be 'drop' or 'keep'")
-    sentences: list[list[tuple[str, ...]]] = []
-    current: list[tuple[str, ...]] = []
     width = len(columns) if columns is not None else None
     first_line = None
-    for number, line in _lines(path, encoding):
-        if not line.strip():
-            if current:
-                sentences.append(current)
-                current = []
-            continue
+
+    def token(number: int, line: str) -> tuple[str, ...] | None:
+        nonlocal width, first_line
         fields = tuple(line.split(separator) if separator else line.split())
         if docstart == "drop" and fields[0] == "-DOCSTART-":
-            continue
+            return None
         if width is None:
             width = len(fields)
             first_line = number
@@ -146,11 +166,9 @@ def read_conll(
             raise DataFormatError(
                 path, f"has {len(fields)} columns, expected {expected}: {line[:80]!r}", number
             )
-        current.append(fields)
-    if current:
-        sentences.append(current)
-    if not sentences:
-        raise DataFormatError(path, "contains no sentence (empty file?)")
+        return fields
+
+    sentences = _sentences(path, encoding, token)
     names = tuple(columns) if columns is not None else tuple(f"c{j}" for j in range(width or 0))
     label_name = None
     if label is not None:
@@ -184,16 +202,10 @@ def read_conllu(
         raise DataFormatError(
             path, f"no column {label!r}; CoNLL-U columns are: {', '.join(CONLLU_COLUMNS)}"
         )
-    sentences: list[list[tuple[str, ...]]] = []
-    current: list[tuple[str, ...]] = []
-    for number, line in _lines(path, encoding):
-        if not line.strip():
-            if current:
-                sentences.append(current)
-                current = []
-            continue
+
+    def token(number: int, line: str) -> tuple[str, ...] | None:
         if line.startswith("#"):
-            continue
+            return None
         fields = tuple(line.split("\t"))
         if len(fields) != 10:
             raise DataFormatError(
@@ -201,14 +213,12 @@ def read_conllu(
             )
         tok_id = fields[0]
         if "-" in tok_id or "." in tok_id:
-            continue
+            return None
         if not tok_id.isdigit():
             raise DataFormatError(path, f"bad token id {tok_id!r}", number)
-        current.append(fields)
-    if current:
-        sentences.append(current)
-    if not sentences:
-        raise DataFormatError(path, "contains no sentence (empty file?)")
+        return fields
+
+    sentences = _sentences(path, encoding, token)
     return Corpus(CONLLU_COLUMNS, sentences, os.fspath(path), label)
 
 
