@@ -229,6 +229,18 @@ def _derivatives(gamma, sc, T, K, lna):
     return d1, d2
 
 
+@jit(inline=True)
+def _newton_step(x, lo, hi, sc, T, K, lna):
+    """One evaluation of f', f'' at x: the Newton step f'/f'' and the bracket [lo, hi]
+    tightened by the sign of f'(x) (f' < 0 left of the root)."""
+    u, curv = _derivatives(x, sc, T, K, lna)
+    if u < 0.0:
+        lo = x
+    else:
+        hi = x
+    return u / curv, lo, hi
+
+
 @jit
 def _newton_line_search(x0, sub_precision, max_iter, u0, lna, sc, T, K):
     """Safeguarded Newton–bisection on f' over [0, 1] (Press et al. §9.4 "rtsafe", §3.2).
@@ -246,15 +258,10 @@ def _newton_line_search(x0, sub_precision, max_iter, u0, lna, sc, T, K):
     x = x0
     dx_prev2 = 1.0
     dx_prev = 1.0
-    u, curv = _derivatives(x, sc, T, K, lna)
-    evals += 1
     # Tighten the bracket with the first evaluation too (rtsafe does not; it only saves
     # a re-evaluation at the midpoint when the first Newton step is rejected).
-    if u < 0.0:
-        lo = x
-    else:
-        hi = x
-    newton = u / curv
+    newton, lo, hi = _newton_step(x, lo, hi, sc, T, K, lna)
+    evals += 1
     for _ in range(max_iter):
         cand = x - newton
         a_ = lo if lo < hi else hi
@@ -269,13 +276,8 @@ def _newton_line_search(x0, sub_precision, max_iter, u0, lna, sc, T, K):
             x = lo + dx_prev
         if abs(dx_prev) < sub_precision:
             return x, evals, False
-        u, curv = _derivatives(x, sc, T, K, lna)
+        newton, lo, hi = _newton_step(x, lo, hi, sc, T, K, lna)
         evals += 1
-        if u < 0.0:
-            lo = x
-        else:
-            hi = x
-        newton = u / curv
     return x, evals, True
 
 
