@@ -63,50 +63,42 @@ def transition_matrix(data, w):
     return w[A * K : A * K + K * K].reshape((K, K))
 
 
+@numba.njit(inline="always", **_NJIT)
+def _token_scores(data, i, M, rows, out):
+    """out[t] = φ_{i,t} · M into ``out[:T]``, returns T: M has one row per attribute
+    (``rows`` = ``data.indices``) or per support entry (``rows`` = ``data.local``).
+    Inlined into both callers, so each compiles to the loop it had before."""
+    K = data.n_labels
+    s = data.offsets[i]
+    e = data.offsets[i + 1]
+    T = e - s
+    if data.dense:
+        np.dot(data.X[s:e], M, out[:T])
+    else:
+        for t in range(T):
+            for k in range(K):
+                out[t, k] = 0.0
+            for p in range(data.indptr[s + t], data.indptr[s + t + 1]):
+                r = rows[p]
+                v = data.values[p]
+                for k in range(K):
+                    out[t, k] += v * M[r, k]
+    return T
+
+
 @numba.njit(**_NJIT)
 def unary_scores(data, i, w, out):
     """θ_{i,t}(k) = ⟨W_E[k], φ_{i,t}⟩ + bias terms into ``out[:T]``; returns T (§1.1).
 
     Not an oracle call: the scores are a linear map of ``w``.
     """
-    K = data.n_labels
-    s = data.offsets[i]
-    e = data.offsets[i + 1]
-    T = e - s
-    U = emission_matrix(data, w)
-    if data.dense:
-        np.dot(data.X[s:e], U, out[:T])
-    else:
-        for t in range(T):
-            for k in range(K):
-                out[t, k] = 0.0
-            for p in range(data.indptr[s + t], data.indptr[s + t + 1]):
-                a = data.indices[p]
-                v = data.values[p]
-                for k in range(K):
-                    out[t, k] += v * U[a, k]
-    return T
+    return _token_scores(data, i, emission_matrix(data, w), data.indices, out)
 
 
 @numba.njit(**_NJIT)
 def local_scores(data, i, E_loc, out):
     """Unary scores of a direction given on sequence ``i``'s support (|S_i| × K)."""
-    K = data.n_labels
-    s = data.offsets[i]
-    e = data.offsets[i + 1]
-    T = e - s
-    if data.dense:
-        np.dot(data.X[s:e], E_loc, out[:T])
-    else:
-        for t in range(T):
-            for k in range(K):
-                out[t, k] = 0.0
-            for p in range(data.indptr[s + t], data.indptr[s + t + 1]):
-                j = data.local[p]
-                v = data.values[p]
-                for k in range(K):
-                    out[t, k] += v * E_loc[j, k]
-    return T
+    return _token_scores(data, i, E_loc, data.local, out)
 
 
 @numba.njit(**_NJIT)

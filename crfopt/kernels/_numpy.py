@@ -46,31 +46,27 @@ def _token_rows(data, s, e):
     return rows, data.indices[lo:hi], data.values[lo:hi], data.local[lo:hi]
 
 
-def unary_scores(data, i, w, out):
+def _token_scores(data, i, M, by_support, out):
+    """out[t] = φ_{i,t} · M, returns T: M has one row per attribute, or per support entry
+    of sequence i (``by_support``)."""
     s, e = int(data.offsets[i]), int(data.offsets[i + 1])
     T = e - s
-    U = emission_matrix(data, w)
     if data.dense:
-        out[:T] = data.X[s:e] @ U
+        out[:T] = data.X[s:e] @ M
     else:
-        rows, idx, val, _ = _token_rows(data, s, e)
-        res = np.zeros((T, U.shape[1]))
-        np.add.at(res, rows, val[:, None] * U[idx])
+        rows, idx, val, loc = _token_rows(data, s, e)
+        res = np.zeros((T, M.shape[1]))
+        np.add.at(res, rows, val[:, None] * M[loc if by_support else idx])
         out[:T] = res
     return T
+
+
+def unary_scores(data, i, w, out):
+    return _token_scores(data, i, emission_matrix(data, w), False, out)
 
 
 def local_scores(data, i, E_loc, out):
-    s, e = int(data.offsets[i]), int(data.offsets[i + 1])
-    T = e - s
-    if data.dense:
-        out[:T] = data.X[s:e] @ E_loc
-    else:
-        rows, _, val, loc = _token_rows(data, s, e)
-        res = np.zeros((T, E_loc.shape[1]))
-        np.add.at(res, rows, val[:, None] * E_loc[loc])
-        out[:T] = res
-    return T
+    return _token_scores(data, i, E_loc, True, out)
 
 
 def truth_score(data, i, unary, trans):
