@@ -93,9 +93,12 @@ def record_epochs(recorder, group: str, problem, variants) -> None:
         recorder(group, f"{text} epoch", time_epoch(opt, q.n))
 
 
-def record_epochs_vs_full_pass(recorder, group: str, problem, variants) -> None:
-    """Single-threaded: one full oracle pass (value+gradient), then :func:`record_epochs`,
-    so each epoch reads against the pass timed in the same run."""
+def record_epochs_vs_full_pass(recorder, family: str, problem_name: str, variants) -> None:
+    """Single-threaded, on the named bench problem: one full oracle pass (value+gradient),
+    then :func:`record_epochs`, so each epoch reads against the pass timed in the same
+    run; the group is "<family> epoch vs full oracle pass, <problem> (n=…, d=…)"."""
+    problem, label = bench_problem(problem_name)
+    group = f"{family} epoch vs full oracle pass, {label} (n={problem.n}, d={problem.dim})"
     with threads(1):
         recorder(group, "full oracle pass (value+gradient)", time_full_pass(problem))
         record_epochs(recorder, group, problem, variants)
