@@ -280,9 +280,10 @@ def _xlogy_ratio(lp: np.ndarray, lq: np.ndarray) -> np.ndarray:
 
 
 def chain_entropy(log_nodes, log_edges, T, K):
+    # Buffers may be larger than T × K (reused across sequences): read only [:T, :K].
     if T == 1:
-        return float(-_xlogy_ratio(log_nodes[0], 0.0).sum())
-    tabs = log_edges[: T - 1]
+        return float(-_xlogy_ratio(log_nodes[0, :K], 0.0).sum())
+    tabs = log_edges[: T - 1, :K, :K]
     rows = _lse(tabs, axis=2)  # (T-1, K): log μ_t as row sums of the edge tables
     H = -_xlogy_ratio(rows[0], 0.0).sum()
     H -= _xlogy_ratio(tabs, rows[:, :, None]).sum()
@@ -291,9 +292,9 @@ def chain_entropy(log_nodes, log_edges, T, K):
 
 def chain_kl(mu_nodes, mu_edges, nu_nodes, nu_edges, T, K):
     if T == 1:
-        return float(_xlogy_ratio(mu_nodes[0], nu_nodes[0]).sum())
-    tm = mu_edges[: T - 1]
-    tn = nu_edges[: T - 1]
+        return float(_xlogy_ratio(mu_nodes[0, :K], nu_nodes[0, :K]).sum())
+    tm = mu_edges[: T - 1, :K, :K]
+    tn = nu_edges[: T - 1, :K, :K]
     rm = _lse(tm, axis=2)
     rn = _lse(tn, axis=2)
     D = _xlogy_ratio(rm[0], rn[0]).sum()
