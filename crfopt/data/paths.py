@@ -18,3 +18,11 @@ def cache_dir(*parts: str) -> Path:
     path = base.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+class DataNotFoundError(FileNotFoundError):
+    """A raw data file is neither under ``CRFOPT_DATA`` nor in the user cache, and cannot
+    be downloaded (its licence forbids it, downloads are off, or the download failed).
+
+    The message names the file, where it was looked for and where to put it.
+    """
