@@ -21,6 +21,7 @@ TRAIN = DataFile(
     url="https://www.clips.uantwerpen.be/conll2000/chunking/train.txt.gz",
     raw_sha256="82033cd7a72b209923a98007793e8f9de3abc1c8b79d646c50648eb949b87cea",
     licence=_LICENCE,
+    size=599156,
 )
 TEST = DataFile(
     "test.txt.gz",
@@ -29,6 +30,7 @@ TEST = DataFile(
     url="https://www.clips.uantwerpen.be/conll2000/chunking/test.txt.gz",
     raw_sha256="73b7b1e565fa75a1e22fe52ecdf41b6624d6f59dacb591d44252bf4d692b1628",
     licence=_LICENCE,
+    size=136837,
 )
 COLUMNS = ("word", "pos", "chunk")
 # The same caveat as pos-ewt's (datasets/pos.py); plugin modules do not import each other.

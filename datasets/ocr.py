@@ -12,16 +12,32 @@ import numpy as np
 import crfopt
 from crfopt.data.cache import cached_problem
 from crfopt.data.readers import LETTERS, read_letter_data, read_sag4crf_mat
-from crfopt.data.sources import DataFile, files_metadata, loader_defaults, locate, verify
+from crfopt.data.sources import (
+    DataFile,
+    files_metadata,
+    loader_defaults,
+    locate,
+    missing_file_error,
+    verify,
+)
 
+# Mark Schmidt's SAG4CRF conversion of letter.data, as kept in sdca4crf's repository at a
+# fixed commit (so the bytes, and the checksum below, cannot change under us).
+_SDCA4CRF = (
+    "https://raw.githubusercontent.com/remilepriol/sdca4crf/"
+    "13e7fbd741f6f4530de1983ca10e1760aa702207/data/"
+)
 OCR_MAT = DataFile(
     "ocr.mat",
     "ocr",
     sha256="5e633fb396259f7365d4d9060560e45632b9e8c7009338dba133974232113c6e",
+    url=_SDCA4CRF + "ocr.mat",
     licence="no licence stated upstream; research dataset, widely mirrored",
+    size=947321,
 )
-# The upstream text file; its checksum is not recorded in PROVENANCE.md (the staged copy
-# is the .mat conversion), so only the layout is verified when it is used.
+# The upstream text file. Its checksum is not recorded anywhere we trust (the verified
+# copy is the .mat conversion), so it is never downloaded automatically; a copy put
+# under CRFOPT_DATA/ocr is used with only its layout checked.
 LETTER_DATA_URL = "http://ai.stanford.edu/~btaskar/ocr/letter.data.gz"
 
 
@@ -73,20 +89,22 @@ def load_ocr(
     if source in ("auto", "letter"):
         for name in ("letter.data.gz", "letter.data"):
             try:
-                path = locate(DataFile(name, "ocr", sha256=""))
+                path = locate(DataFile(name, "ocr", sha256=""), download=False)
             except FileNotFoundError:
                 continue
             return _from_letter_data(str(path), test_fold, lam, bias)
         if source == "letter":
-            raise FileNotFoundError("ocr/letter.data(.gz) not found under CRFOPT_DATA or the cache")
+            raise missing_file_error(
+                DataFile("letter.data.gz", "ocr", sha256="", source=LETTER_DATA_URL)
+            )
     path = locate(OCR_MAT)
 
     def build() -> crfopt.CRFProblem:
         digest = verify(OCR_MAT, path)
-        m = read_sag4crf_mat(path)
+        m = read_sag4crf_mat(path, max_label=26)
         if m.folds is None:
             raise crfopt.data.readers.DataFormatError(path, "variable 'fold' missing")
-        if m.values.shape[1] != 128 or m.labels.max() > 26:
+        if m.values.shape[1] != 128:
             raise crfopt.data.readers.DataFormatError(
                 path,
                 f"expected 128 pixel columns and labels 1..26, got {m.values.shape[1]} "

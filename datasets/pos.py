@@ -21,6 +21,7 @@ WSJ_NOTE = (
 _UD = "https://raw.githubusercontent.com/UniversalDependencies/UD_English-EWT/r2.16/"
 _EWT_LICENCE = "CC BY-SA 4.0 (attribution, share-alike)"
 # split → (sha256 of the stored .gz, sha256 of the upstream uncompressed file)
+_EWT_SIZE = {"train": 14203025, "dev": 1805545, "test": 1804515}  # upstream, uncompressed
 _EWT_SHA256 = {
     "train": (
         "bd47e08c9e18ec12d319e84df2ccdb272ff6de1d0dba5761117d3caf8b358f7b",
@@ -43,6 +44,7 @@ EWT = {
         url=f"{_UD}en_ewt-ud-{split}.conllu",
         raw_sha256=raw_sha256,
         licence=_EWT_LICENCE,
+        size=_EWT_SIZE[split],
     )
     for split, (sha256, raw_sha256) in _EWT_SHA256.items()
 }

@@ -1,6 +1,6 @@
 """``sag4crf-conll``, ``sag4crf-ner``, ``sag4crf-pos``: Schmidt et al.'s preprocessed files.
 
-Only the test splits of SAG4CRF's ``.mat`` files are available (PROVENANCE.md §5); each
+Only the test splits of SAG4CRF's ``.mat`` files are available (docs/datasets.md); each
 becomes a training problem of its own, with attribute ids built as ALGORITHMS.md §1.8
 says (column c's value v ↦ Σ_{c'<c} V_{c'} + v − 1, V_c the column's maximum). With
 ``holdout > 0`` the last fraction of the sequences becomes a test split.
@@ -16,27 +16,41 @@ from crfopt.data.readers import read_sag4crf_mat
 from crfopt.data.sources import DataFile, files_metadata, locate, verify
 
 _LICENCE = "no licence stated; derived from CoNLL-2000, CoNLL-2002 and (POS) LDC's WSJ"
+# sdca4crf's repository at a fixed commit, where the three test files are kept.
+_SDCA4CRF = (
+    "https://raw.githubusercontent.com/remilepriol/sdca4crf/"
+    "13e7fbd741f6f4530de1983ca10e1760aa702207/data/"
+)
+# Only the CoNLL-2000-derived file is downloaded automatically: CoNLL-2000 is freely
+# distributed for research, whereas CoNLL-2002 is restricted to its shared task and
+# the POS file derives from LDC's licensed WSJ, so those two are put in place by hand.
 FILES = {
     "conll": DataFile(
         "coNLL_test.mat",
         "sag4crf",
         sha256="a6cc6dde9cc0805a5822b1aeeb3b3770056876a8d24ca49bdbfc8a00f37bbdd1",
+        url=_SDCA4CRF + "coNLL_test.mat",
         licence=_LICENCE,
+        size=933069,
     ),
     "ner": DataFile(
         "NER_test.mat",
         "sag4crf",
         sha256="2cd043a0669de1f1acd5ac70e2e66d46d19818a73921647e4b54f1848929d326",
-        licence=_LICENCE,
+        licence=_LICENCE + "; CoNLL-2002 data: research use in its shared task only",
+        source=_SDCA4CRF + "NER_test.mat",
     ),
     "pos": DataFile(
         "POS_test.mat",
         "sag4crf",
         sha256="ed3f7f19d7e98c8439c5eb4ef29d17677ee39bb9dad1d12e1ef1807fac6ad55a",
         licence=_LICENCE + "; do not redistribute",
+        source=_SDCA4CRF + "POS_test.mat",
     ),
 }
-LABELS = {  # PROVENANCE.md §5 label maps (1-based in the files)
+# The largest label id of each file (CoNLL-2000 has 23 chunk tags, 4 of them train-only).
+MAX_LABEL = {"conll": 23, "ner": 9, "pos": 45}
+LABELS = {  # label maps of the files (1-based), checked against the CoNLL text files
     "conll": {
         1: "B-NP",
         2: "B-PP",
@@ -84,7 +98,7 @@ def _loader(key: str):
 
         def build() -> crfopt.CRFProblem:
             verify(df, path)
-            m = read_sag4crf_mat(path)
+            m = read_sag4crf_mat(path, max_label=MAX_LABEL[key])
             K = int(m.labels.max())
             V = m.values.max(axis=0)  # V_c per column (§1.8)
             base = np.concatenate([[0], np.cumsum(V)[:-1]])
@@ -145,7 +159,7 @@ def crfopt_register_problems() -> list[crfopt.ProblemSpec]:
             reference="Schmidt et al. 2015 (SAG4CRF); ALGORITHMS.md §1.8",
             files=(df,),
             notes="Only SAG4CRF's test files survive; their training files are missing "
-            "(PROVENANCE.md §5). " + df.licence,
+            "(docs/datasets.md). " + df.licence,
         )
         for key, df in FILES.items()
     ]

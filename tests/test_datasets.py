@@ -1,4 +1,4 @@
-"""Built-in problems reproduce PROVENANCE.md's counts; fetching, caching, user corpora."""
+"""Built-in problems reproduce their documented counts; fetching, caching, user corpora."""
 
 from __future__ import annotations
 
@@ -15,7 +15,9 @@ from click.testing import CliRunner
 
 import crfopt
 from crfopt.apps.cli import main
-from crfopt.data.sources import ChecksumError, DataFile, fetch
+from crfopt.data.paths import DataNotFoundError
+from crfopt.data.readers import DataFormatError, read_sag4crf_mat
+from crfopt.data.sources import ChecksumError, DataFile, fetch, locate
 
 from conftest import DATA_DIR
 
@@ -122,15 +124,32 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class _Served(tuple):
+    """(root, base URL), unpacked as before, plus ``requests``."""
+
+    requests: list[str]
+
+
 @pytest.fixture
 def server(tmp_path):
+    """A local HTTP server on tmp_path/www (no test touches the network); ``server.requests``
+    lists the paths asked for, so a test can show that nothing was downloaded."""
     root = tmp_path / "www"
     root.mkdir()
-    handler = lambda *a, **k: _Quiet(*a, directory=str(root), **k)  # noqa: E731
+    requests: list[str] = []
+
+    class Recording(_Quiet):
+        def do_GET(self):
+            requests.append(self.path)
+            super().do_GET()
+
+    handler = lambda *a, **k: Recording(*a, directory=str(root), **k)  # noqa: E731
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
-    yield root, f"http://127.0.0.1:{httpd.server_address[1]}"
+    served = _Served((root, f"http://127.0.0.1:{httpd.server_address[1]}"))
+    served.requests = requests
+    yield served
     httpd.shutdown()
 
 
@@ -177,7 +196,11 @@ def test_fetch_cli_reports_problems_without_urls(tmp_path, monkeypatch):
     monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("CRFOPT_DATA", str(tmp_path / "nothing-here"))
     res = CliRunner().invoke(main, ["fetch", "sag4crf-ner"])
-    assert res.exit_code == 1 and "no download URL" in res.output
+    out = " ".join(res.output.split())  # rich wraps long lines
+    assert res.exit_code == 1, res.output
+    assert "sag4crf/NER_test.mat not found" in out and "does not download it" in out
+    assert str(tmp_path / "cache" / "data" / "sag4crf" / "NER_test.mat") in out
+    assert "docs/datasets.md" in out and "PROVENANCE" not in out
     res = CliRunner().invoke(main, ["fetch"])
     assert res.exit_code == 2 and "name the problems" in res.output
 
@@ -200,3 +223,142 @@ def test_pos_conll2000_is_registered_by_the_module_that_owns_the_conll2000_files
     assert pos.source == chunk.source == "builtin:conll2000"
     assert pos.files == chunk.files and all(a is b for a, b in zip(pos.files, chunk.files))
     assert reg.problems["pos-ewt"].source == "builtin:pos"
+
+
+# ------------------------------------------------- data that fetches itself
+
+
+def _demo_file(root: Path, base: str, payload: bytes = b"a DT B-NP\n", **kw) -> DataFile:
+    (root / "f.txt").write_bytes(payload)
+    return DataFile("f.txt", "demo", sha256=_sha(payload), url=f"{base}/f.txt", **kw)
+
+
+def test_locate_downloads_on_first_use_then_uses_the_cache(server, tmp_path, monkeypatch, capsys):
+    root, base = server
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CRFOPT_DATA", str(tmp_path / "empty"))
+    monkeypatch.delenv("CRFOPT_OFFLINE", raising=False)
+    df = _demo_file(root, base, size=10)
+    path = locate(df)
+    assert path == tmp_path / "cache" / "data" / "demo" / "f.txt"
+    assert path.read_bytes() == b"a DT B-NP\n"
+    err = capsys.readouterr().err
+    assert f"downloading demo/f.txt (0.0 kB) from {base}/f.txt" in err
+    assert server.requests == ["/f.txt"]
+    assert locate(df) == path and server.requests == ["/f.txt"]  # second use: no download
+
+
+def test_locate_order_is_crfopt_data_then_cache(server, tmp_path, monkeypatch):
+    root, base = server
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CRFOPT_DATA", str(tmp_path / "data"))
+    df = _demo_file(root, base)
+    for folder in (tmp_path / "data" / "demo", tmp_path / "cache" / "data" / "demo"):
+        folder.mkdir(parents=True)
+        (folder / "f.txt").write_bytes(b"a DT B-NP\n")
+    assert locate(df) == tmp_path / "data" / "demo" / "f.txt"
+    (tmp_path / "data" / "demo" / "f.txt").unlink()
+    assert locate(df) == tmp_path / "cache" / "data" / "demo" / "f.txt"
+    assert server.requests == []
+
+
+def test_offline_refuses_to_download_and_says_where_to_put_the_file(server, tmp_path, monkeypatch):
+    root, base = server
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CRFOPT_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("CRFOPT_OFFLINE", "1")
+    df = _demo_file(root, base)
+    for call in (lambda: locate(df), lambda: fetch(df)):
+        with pytest.raises(DataNotFoundError) as info:
+            call()
+        msg = str(info.value)
+        assert "demo/f.txt not found" in msg and "CRFOPT_OFFLINE" in msg
+        assert str(tmp_path / "cache" / "data" / "demo" / "f.txt") in msg
+        assert "docs/datasets.md" in msg and "PROVENANCE" not in msg
+    assert server.requests == []
+    assert isinstance(info.value, FileNotFoundError)  # old `except FileNotFoundError` holds
+
+
+def test_a_file_the_licence_keeps_from_download_names_its_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CRFOPT_DATA", str(tmp_path / "empty"))
+    monkeypatch.delenv("CRFOPT_OFFLINE", raising=False)
+    df = DataFile("x.gz", "demo", sha256="0" * 64, licence="shared task only", source="SRC")
+    with pytest.raises(
+        DataNotFoundError,
+        match=r"does not download it \(licence: shared task "
+        r"only\); obtain it from SRC\. Put the file at .*demo/x\.gz",
+    ):
+        locate(df)
+
+
+def test_a_failed_download_is_a_data_not_found_error(server, tmp_path, monkeypatch):
+    _root, base = server
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CRFOPT_DATA", str(tmp_path / "empty"))
+    monkeypatch.delenv("CRFOPT_OFFLINE", raising=False)
+    df = DataFile("gone.txt", "demo", sha256="0" * 64, url=f"{base}/gone.txt")
+    with pytest.raises(DataNotFoundError, match=r"download from .*gone\.txt failed .*404"):
+        locate(df)
+    assert not list((tmp_path / "cache" / "data" / "demo").iterdir())
+
+
+def test_builtin_files_downloadable_when_the_licence_allows():
+    """Every built-in file has a checksum; CoNLL-2002 and LDC-derived files have no URL
+    (licence) but say where to get them; none of them points at a file we do not ship."""
+    from crfopt.optim.registry import get_registry
+
+    reg = get_registry()
+    urls = {}
+    for name, spec in reg.problems.items():
+        for df in spec.files:
+            assert len(df.sha256) == 64, (name, df)
+            assert df.url or df.source, (name, df.name)
+            assert "PROVENANCE" not in (spec.notes or "") + df.licence
+            urls[f"{df.folder}/{df.name}"] = df.url
+    assert urls["ocr/ocr.mat"].startswith("https://") and urls["sag4crf/coNLL_test.mat"]
+    assert urls["conll2000/train.txt.gz"] and urls["ud_english_ewt/en_ewt-ud-train.conllu.gz"]
+    assert urls["conll2002/ned.train.gz"] is None and urls["sag4crf/POS_test.mat"] is None
+
+
+@pytest.mark.data
+def test_ocr_downloads_itself_on_first_use(server, tmp_path, monkeypatch):
+    """load_problem("ocr") with no data anywhere fetches ocr.mat (here from a local copy
+    behind a local server), verifies it and builds the problem."""
+    import crfopt_datasets.ocr as ocr
+
+    root, base = server
+    (root / "ocr.mat").write_bytes((DATA_DIR / "ocr" / "ocr.mat").read_bytes())
+    monkeypatch.setattr(
+        ocr, "OCR_MAT", ocr.OCR_MAT.__class__(**{**ocr.OCR_MAT.__dict__, "url": f"{base}/ocr.mat"})
+    )
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CRFOPT_DATA", str(tmp_path / "empty"))
+    monkeypatch.delenv("CRFOPT_OFFLINE", raising=False)
+    p = crfopt.load_problem("ocr")
+    assert (p.n, p.n_labels) == (6251, 26)
+    assert server.requests == ["/ocr.mat"]
+    assert (tmp_path / "cache" / "data" / "ocr" / "ocr.mat").is_file()
+
+
+# ------------------------------------------------------------- .mat labels
+
+
+def _write_mat(path: Path, y: list[float]) -> Path:
+    import numpy as np
+    import scipy.io
+
+    y_arr = np.array(y, dtype=np.float64)[:, None]
+    scipy.io.savemat(path, {"X": np.ones((len(y), 3)), "y": y_arr})
+    return path
+
+
+@pytest.mark.parametrize("bad", [float("inf"), 1e9, 2.5, -1.0, float("nan")])
+def test_mat_reader_refuses_non_integer_or_out_of_range_labels(tmp_path, bad):
+    path = _write_mat(tmp_path / "bad.mat", [1, bad, 0])
+    with pytest.raises(DataFormatError, match=r"bad\.mat: variable 'y' must hold integer labels"):
+        read_sag4crf_mat(path, max_label=26)
+    good = read_sag4crf_mat(_write_mat(tmp_path / "ok.mat", [1, 26, 0, 3, 0]), max_label=26)
+    assert good.labels.tolist() == [1, 26, 3]
+    with pytest.raises(DataFormatError, match="row 2 holds 27"):
+        read_sag4crf_mat(_write_mat(tmp_path / "k.mat", [1, 27, 0]), max_label=26)

@@ -172,7 +172,7 @@ def fetch_cmd(
     names: Sequence[str], fetch_all: bool, force: bool, plugin_dirs: Sequence[str]
 ) -> None:
     """Download and verify the raw files of problems into the data cache."""
-    from crfopt.data.sources import ChecksumError, fetch, locate, verify
+    from crfopt.data.sources import ChecksumError, fetch, locate, missing_file_error, verify
 
     reg = build_registry(plugin_dirs)
     if fetch_all:
@@ -193,7 +193,7 @@ def fetch_cmd(
             label = f"{name}: {df.folder}/{df.name}"
             try:
                 if not force:
-                    path = locate(df)
+                    path = locate(df, download=False)
                     verify(df, path)
                     console.print(f"{escape(label)}: present and verified at {escape(str(path))}")
                     continue
@@ -202,10 +202,7 @@ def fetch_cmd(
             except ChecksumError as exc:
                 console.print(f"[yellow]{escape(label)}: {escape(str(exc))}; downloading[/]")
             if df.url is None:
-                err_console.print(
-                    f"[red]{escape(label)}: not found and no download URL is "
-                    "known; put the file under CRFOPT_DATA (see PROVENANCE)[/]"
-                )
+                err_console.print(f"[red]{escape(label)}: {escape(str(missing_file_error(df)))}[/]")
                 failed = True
                 continue
             try:
