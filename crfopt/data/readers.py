@@ -331,12 +331,12 @@ class MatSequences:
     folds: np.ndarray | None  # per sequence
 
 
-def read_sag4crf_mat(path: str | os.PathLike[str]) -> MatSequences:
+def read_sag4crf_mat(path: str | os.PathLike[str], *, max_label: int = 65535) -> MatSequences:
     """Read a SAG4CRF / sdca4crf ``.mat`` file (ALGORITHMS.md §1.8).
 
     ``X`` has one row per token plus a separator row after each sequence; ``y`` holds
-    labels 1..K and 0 on separator rows; an optional ``fold`` gives the fold per token.
-    Sequences of length 0 are dropped.
+    labels 1..K (K ≤ ``max_label``) and 0 on separator rows; an optional ``fold`` gives
+    the fold per token. Sequences of length 0 are dropped.
     """
     import scipy.io
 
@@ -361,8 +361,15 @@ def read_sag4crf_mat(path: str | os.PathLike[str]) -> MatSequences:
         )
     if np.issubdtype(X.dtype, np.floating) and not np.all(np.isfinite(X)):
         raise DataFormatError(path, "variable 'X' has non-finite entries")
-    if np.any(y < 0) or np.any(y != np.round(y)):
-        raise DataFormatError(path, "variable 'y' must hold labels 1..K and 0 on separator rows")
+    # inf passes y == round(y) and 1e9 passes both; either would become a garbage int64
+    # or a K of a billion labels, so labels are checked as integers within range.
+    bad = ~np.isfinite(y) | (y < 0) | (y > max_label) | (y != np.round(y))
+    if np.any(bad):
+        raise DataFormatError(
+            path,
+            f"variable 'y' must hold integer labels 1..{max_label} and 0 on separator rows; "
+            f"row {int(np.argmax(bad)) + 1} holds {float(y[np.argmax(bad)]):g}",
+        )
     fold = np.asarray(m["fold"]).ravel() if "fold" in m else None
     if fold is not None and fold.shape != y.shape:
         raise DataFormatError(path, f"variable 'fold' has {fold.size} entries, 'y' {y.size}")
