@@ -43,6 +43,36 @@ def run_joblib(tasks: Sequence[RunTask], *, n_jobs: int) -> Summaries:
     )
 
 
+class SchedulerUnreachableError(ConnectionError):
+    """No Dask scheduler answers at the given address (or the address is malformed)."""
+
+
+def connect(scheduler: str, timeout: float | None = None) -> Any:
+    """A ``distributed.Client`` of the scheduler at ``scheduler``.
+
+    Raises :class:`SchedulerUnreachableError` naming the address and how to start a
+    scheduler, instead of distributed's bare "Timed out trying to connect".
+    ``timeout`` (s) defaults to Dask's ``distributed.comm.timeouts.connect``.
+    """
+    try:
+        from distributed import Client
+    except ImportError as exc:  # pragma: no cover - dask is a test dependency
+        raise RuntimeError("the dask backend needs `pip install crfopt[dask]`") from exc
+    try:
+        return Client(scheduler, timeout=timeout)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise SchedulerUnreachableError(
+            f"cannot reach the Dask scheduler at {scheduler} ({exc}); start one with "
+            f"`dask scheduler` and workers with `dask worker ADDRESS`, or check the address"
+        ) from exc
+
+
+def check_scheduler(scheduler: str) -> None:
+    """Connect once and disconnect: an unreachable scheduler fails before any work (P*
+    can take minutes), not after it."""
+    connect(scheduler).close()
+
+
 def run_dask(tasks: Sequence[RunTask], *, n_jobs: int, scheduler: str | None = None) -> Summaries:
     """A running Dask scheduler at ``scheduler``, or a LocalCluster of ``n_jobs`` workers."""
     try:
@@ -51,7 +81,7 @@ def run_dask(tasks: Sequence[RunTask], *, n_jobs: int, scheduler: str | None = N
         raise RuntimeError("the dask backend needs `pip install crfopt[dask]`") from exc
     cluster = None
     if scheduler:
-        client = Client(scheduler)
+        client = connect(scheduler)
     else:
         cluster = LocalCluster(
             n_workers=n_jobs, threads_per_worker=1, processes=True, dashboard_address=None
@@ -75,6 +105,23 @@ def check_backend(backend: str) -> None:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
+def resolve_backend(backend: str | None, scheduler: str | None) -> str:
+    """The backend a comparison runs on: a scheduler address means Dask.
+
+    ``backend=None`` is Dask when ``scheduler`` is given, else serial; a scheduler with
+    an explicit non-Dask backend is a contradiction, refused rather than ignored.
+    """
+    if backend is None:
+        return "dask" if scheduler else "serial"
+    check_backend(backend)
+    if scheduler and backend != "dask":
+        raise ValueError(
+            f"a scheduler address ({scheduler}) runs on the dask backend, not {backend!r}; "
+            "drop the backend or choose dask"
+        )
+    return backend
+
+
 def run_tasks(
     backend: str,
     tasks: Sequence[RunTask],
@@ -94,4 +141,15 @@ def run_tasks(
     return run_dask(tasks, n_jobs=workers, scheduler=scheduler)
 
 
-__all__ = ["BACKENDS", "check_backend", "run_dask", "run_joblib", "run_serial", "run_tasks"]
+__all__ = [
+    "BACKENDS",
+    "SchedulerUnreachableError",
+    "check_backend",
+    "check_scheduler",
+    "connect",
+    "resolve_backend",
+    "run_dask",
+    "run_joblib",
+    "run_serial",
+    "run_tasks",
+]

@@ -19,7 +19,13 @@ from typing import Any
 
 import pandas as pd
 
-from crfopt.bench.backends import BACKENDS, check_backend, run_tasks
+from crfopt.bench.backends import (
+    BACKENDS,
+    SchedulerUnreachableError,
+    check_scheduler,
+    resolve_backend,
+    run_tasks,
+)
 from crfopt.bench.execute import ProblemCache, execute_task
 from crfopt.bench.plan import GridPlan, RunTask, plan_grid
 from crfopt.bench.results import read_results
@@ -35,13 +41,31 @@ parse_optimizer = parse_selection
 UNSUCCESSFUL = ("failed", "diverged")
 
 
+class ResultsNotWritableError(OSError):
+    """The results folder cannot be written: read-only, full, or a file in the way.
+
+    Raised only where results are written, so a missing *input* (also an ``OSError``)
+    is never reported as a write failure. ``out_dir`` is the folder, ``__cause__`` the
+    operating system's error.
+    """
+
+    def __init__(self, out_dir: Path, cause: OSError) -> None:
+        # one argument: OSError's str() would otherwise show only errno and strerror
+        super().__init__(f"cannot write results to {out_dir}: {cause}")
+        self.out_dir = out_dir
+        self.cause = cause
+
+
 def _check_writable(out_dir: Path) -> None:
     """Fail before any work when results cannot be stored (read-only folder, a file in
     the way, no space for even an empty file), not after the first hour of a grid."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd, probe = tempfile.mkstemp(prefix=".tmp-probe-", dir=out_dir)
-    os.close(fd)
-    os.unlink(probe)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".tmp-probe-", dir=out_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ResultsNotWritableError(out_dir, exc) from exc
 
 
 def _with_optimum(
@@ -74,7 +98,7 @@ def compare(
     budget: Budget | None = None,
     checkpoints: str | Sequence[float] = "default",
     out: str | os.PathLike[str] = "results",
-    backend: str = "serial",
+    backend: str | None = None,
     n_jobs: int | None = None,
     scheduler: str | None = None,
     plugin_dirs: Sequence[str] = (),
@@ -101,7 +125,10 @@ def compare(
         See :class:`crfopt.Schedule`.
     out : path
         Results folder: one Parquet file per run; runs already there are not redone.
-    backend : {"serial", "joblib", "dask"}
+        A relative path is taken from the caller's working directory (made absolute
+        before runs are shipped, so remote workers write there too).
+    backend : {"serial", "joblib", "dask"}, optional
+        Default: ``"dask"`` when ``scheduler`` is given, else ``"serial"``.
     n_jobs : int, optional
         Parallel workers (joblib processes, or LocalCluster workers).
     scheduler : str, optional
@@ -133,7 +160,10 @@ def compare(
     >>> table = crfopt.compare("synthetic", "lbfgs", passes=3, out=tmp_path)  # doctest: +SKIP
     """
     budget = budget_of(passes, budget)
-    check_backend(backend)
+    backend = resolve_backend(backend, scheduler)
+    # Workers (Dask's above all) run elsewhere: a relative folder would be resolved in
+    # each worker's own working directory, scattering the results.
+    out = Path(out).expanduser().absolute()
     if timeout is not None and timeout <= 0:
         raise ValueError("timeout must be positive")
     limit = None if max_memory is None else parse_bytes(max_memory)
@@ -154,6 +184,8 @@ def compare(
     )
     if plan.pending:
         _check_writable(plan.out_dir)
+        if backend == "dask" and scheduler:
+            check_scheduler(scheduler)
     if reporter is not None:
         reporter.planned(plan)
     # One cache for this process: the problem loaded for P* is the one serial runs use.
@@ -166,9 +198,16 @@ def compare(
         summaries = run_tasks(
             backend, pending, n_jobs=n_jobs, scheduler=scheduler, cache=cache, on_checkpoint=on_cp
         )
-        for summary in summaries:
-            if reporter is not None:
-                reporter.finished(summary)
+        try:
+            for summary in summaries:
+                if reporter is not None:
+                    reporter.finished(summary)
+        except SchedulerUnreachableError:
+            raise
+        except OSError as exc:
+            # execute_task stores every failure of a run (inputs included) in its
+            # summary; what escapes it is writing the run's file.
+            raise ResultsNotWritableError(plan.out_dir, exc) from exc
     return read_results(plan.out_dir, run_ids={t.run_id for t in plan.tasks})
 
 
@@ -224,6 +263,7 @@ __all__ = [
     "UNSUCCESSFUL",
     "Budget",
     "GridPlan",
+    "ResultsNotWritableError",
     "RunTask",
     "compare",
     "execute_task",

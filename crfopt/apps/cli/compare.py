@@ -159,6 +159,7 @@ def _csv_ints(text: str) -> list[int]:
         "a run of the grid failed or diverged (named in the summary), unless\n"
         "     --allow-failures; runs kept from earlier invocations count too",
         "results cannot be written (runs finished before are kept)",
+        extra=["3    the Dask scheduler of --scheduler cannot be reached"],
     ),
 )
 @config_option
@@ -194,11 +195,18 @@ def _csv_ints(text: str) -> list[int]:
 @click.option(
     "--backend",
     type=click.Choice(["serial", "joblib", "dask"]),
-    default="serial",
-    show_default=True,
+    default=None,
+    help="Where runs execute: serial (one after the other, live progress), joblib (local "
+    "processes) or dask (a LocalCluster, or --scheduler). Default: dask with --scheduler, "
+    "else serial. Parallel runs use one thread each, so seconds differ from serial ones.",
 )
 @click.option("--n-jobs", type=int, default=None, help="Parallel workers (joblib / LocalCluster).")
-@click.option("--scheduler", default=None, help="Address of a running Dask scheduler.")
+@click.option(
+    "--scheduler",
+    default=None,
+    help="Address of a running Dask scheduler (implies --backend dask), e.g. "
+    "tcp://10.0.0.5:8786; workers write under --out made absolute.",
+)
 @click.option("--no-optimum", is_flag=True, help="Do not compute P* (no sub-optimality column).")
 @click.option("--retry-failed", is_flag=True, help="Rerun runs stored with status 'failed'.")
 @click.option(
@@ -234,7 +242,7 @@ def compare_cmd(
     sets: Sequence[str],
     checkpoints: str,
     out: str,
-    backend: str,
+    backend: str | None,
     n_jobs: int | None,
     scheduler: str | None,
     no_optimum: bool,
@@ -316,18 +324,13 @@ def compare_cmd(
             "again to resume"
         )
         sys.exit(130)
-    except UnknownNameError as exc:
+    except (UnknownNameError, ParameterError, ValueError) as exc:
+        # compare() checks its arguments (and a corpus's layout or template) with these;
+        # a missing input, an unwritable --out or an unreachable scheduler are their own
+        # errors, described by the command group (options.describe_error).
         raise click.UsageError(str(exc)) from None
-    except ParameterError as exc:
-        raise click.UsageError(str(exc)) from None
-    except OSError as exc:
-        err_console.print(
-            f"[red]error:[/] cannot write results to {escape(out)}: {escape(str(exc))}. "
-            "Runs finished before this are kept; free space or fix permissions, then rerun."
-        )
-        sys.exit(1)
     console.print(summary_table(table))
-    console.print(f"{table['run_id'].nunique()} runs, {len(table)} rows in {out}")
+    console.print(f"{table['run_id'].nunique()} runs, {len(table)} rows in {escape(out)}")
     skipped = skipped_runs(table)
     if len(skipped):
         err_console.print(f"[yellow]{len(skipped)} run(s) skipped[/] (declined, not a failure):")
@@ -382,4 +385,4 @@ def report_cmd(results: str, out: str, formats: str, title: str | None, init_off
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    console.print(f"{len(rep.figures)} figures, {rep.markdown} and {rep.html}")
+    console.print(escape(f"{len(rep.figures)} figures, {rep.markdown} and {rep.html}"))

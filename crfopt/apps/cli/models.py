@@ -116,7 +116,7 @@ def train_cmd(
     model = trained.model
     info = model.training
     path = model.save(model_path)
-    table = Table(title=f"{optimizer} on {problem.name}", show_header=False)
+    table = Table(title=escape(f"{optimizer} on {problem.name}"), show_header=False)
     table.add_column("quantity")
     table.add_column("value")
     for key in (
@@ -130,8 +130,8 @@ def train_cmd(
     ):
         value = info.get(key)
         if value is not None:
-            table.add_row(key, f"{value:.6g}" if isinstance(value, float) else str(value))
-    table.add_row("model", f"{path} ({human_bytes(path.stat().st_size)})")
+            table.add_row(key, f"{value:.6g}" if isinstance(value, float) else escape(str(value)))
+    table.add_row("model", escape(f"{path} ({human_bytes(path.stat().st_size)})"))
     console.print(table)
     if model.template is None:
         err_console.print(
@@ -244,7 +244,7 @@ def evaluate_cmd(
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
-    table = Table(title=f"{model_path} on {input_path}")
+    table = Table(title=escape(f"{model_path} on {input_path}"))
     table.add_column("")
     for name in ("precision", "recall", "F1", "gold", "predicted"):
         table.add_column(name, justify="right")
@@ -262,6 +262,11 @@ def evaluate_cmd(
         for kind, (gold, pred, right) in sorted(scores.per_type.items()):
             p, r, f = scores.prf(gold, pred, right)
             table.add_row(
-                kind, f"{100 * p:.2f}", f"{100 * r:.2f}", f"{100 * f:.2f}", str(gold), str(pred)
+                escape(kind),
+                f"{100 * p:.2f}",
+                f"{100 * r:.2f}",
+                f"{100 * f:.2f}",
+                str(gold),
+                str(pred),
             )
         console.print(table)

@@ -4,6 +4,7 @@ registry and problem loading, the exit-code epilog, the command group class."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -31,7 +32,7 @@ plugin_dir_option = click.option(
 
 
 def corpus_options(func: Any) -> Any:
-    """--columns/--template/--test/--label: how to read a corpus given as a file path.
+    """--columns/--template/--test/--label/--encoding: how to read a corpus given as a path.
 
     The command receives them as one ``corpus`` keyword: the problem parameters they set
     (:func:`corpus_params`), empty when none is given.
@@ -44,9 +45,10 @@ def corpus_options(func: Any) -> Any:
         template: str | None,
         test_path: str | None,
         label_column: str | None,
+        encoding: str | None,
         **kwargs: Any,
     ) -> Any:
-        corpus = corpus_params(columns, template, test_path, label_column)
+        corpus = corpus_params(columns, template, test_path, label_column, encoding)
         return func(*args, corpus=corpus, **kwargs)
 
     for option in reversed(
@@ -72,6 +74,11 @@ def corpus_options(func: Any) -> Any:
                 default=None,
                 help="Label column (default: the last one; xpos for CoNLL-U).",
             ),
+            click.option(
+                "--encoding",
+                default=None,
+                help="Text encoding of the corpus files, e.g. latin-1 (default: utf-8).",
+            ),
         ]
     ):
         command = option(command)
@@ -79,8 +86,14 @@ def corpus_options(func: Any) -> Any:
 
 
 def corpus_params(
-    columns: str | None, template: str | None, test_path: str | None, label_column: str | None
+    columns: str | None,
+    template: str | None,
+    test_path: str | None,
+    label_column: str | None,
+    encoding: str | None = None,
 ) -> dict[str, Any]:
+    """The problem parameters the corpus options set; only those given (a built-in
+    problem takes none of them)."""
     out: dict[str, Any] = {}
     if columns:
         out["columns"] = columns
@@ -90,6 +103,8 @@ def corpus_params(
         out["test"] = test_path
     if label_column:
         out["label"] = label_column
+    if encoding:
+        out["encoding"] = encoding
     return out
 
 
@@ -144,21 +159,98 @@ def load_problem_cli(reg: Registry, name: str, params: dict[str, Any]):
         raise click.UsageError(str(exc)) from None
 
 
-def exit_codes(*failures: str) -> str:
-    """The "Exit codes" epilog of a command; ``failures`` say when it exits 1.
+#: exit status of a Dask scheduler that cannot be reached (retrying later may work)
+EXIT_UNREACHABLE = 3
+
+
+def exit_codes(*failures: str, extra: Sequence[str] = ()) -> str:
+    """The "Exit codes" epilog of a command; ``failures`` say when it exits 1, ``extra``
+    lists further ``"N    meaning"`` lines.
 
     ``\\b`` keeps click from re-wrapping the lines into one paragraph.
     """
-    ones = [*failures, "an unexpected error (a Python traceback is printed)"]
+    ones = [*failures, "an unexpected error (its traceback with --debug or CRFOPT_DEBUG=1)"]
     lines = ["Exit codes:", "0    success"]
     lines += [f"1    {text}" for text in ones]
-    lines += ["2    usage or input error (the message says what and the valid choices)"]
+    lines += [
+        "2    usage or input error, a missing input file included (the message says what",
+        "     and how to fix it)",
+    ]
+    lines += list(extra)
     lines += ["130  interrupted (Ctrl-C)"]
     return "\b\n" + "\n".join(lines)
 
 
+# --------------------------------------------------------------------------- errors
+
+DEBUG_ENV = "CRFOPT_DEBUG"
+
+
+def _set_debug(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value:
+        ctx.find_root().meta["crfopt.debug"] = True
+
+
+def debug_option() -> click.Option:
+    """``--debug``, accepted by the group and by every command (users add it at the end)."""
+    return click.Option(
+        ["--debug"],
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_set_debug,
+        help=f"Show the Python traceback of an error (also: {DEBUG_ENV}=1).",
+    )
+
+
+def debug_requested(ctx: click.Context | None) -> bool:
+    if os.environ.get(DEBUG_ENV, "").strip() not in ("", "0"):
+        return True
+    return bool(ctx is not None and ctx.find_root().meta.get("crfopt.debug"))
+
+
+def describe_error(exc: BaseException) -> tuple[int, str]:
+    """(exit status, message) of an error that reached the command line unhandled.
+
+    Each cause gets its own message: a missing input names the file and how to get it,
+    an unreachable scheduler names the address, an unwritable results folder says what
+    to free or fix; anything else is unexpected. Messages are rich markup (escaped).
+    """
+    from crfopt.bench.backends import SchedulerUnreachableError
+    from crfopt.bench.compare import ResultsNotWritableError
+    from crfopt.data.paths import DataNotFoundError
+    from crfopt.data.readers import DataFormatError
+
+    text = escape(str(exc))
+    if isinstance(exc, DataNotFoundError):
+        hint = ""
+        if "crfopt fetch" not in str(exc):
+            hint = (
+                "\n  `crfopt fetch PROBLEM` downloads the files of a built-in problem whose "
+                "source is known; otherwise put the file where the message says"
+            )
+        return 2, f"[red]error:[/] missing input: {text}{escape(hint)}"
+    if isinstance(exc, ResultsNotWritableError):
+        return 1, (
+            f"[red]error:[/] {text}. Runs finished before this are kept; free space or fix "
+            "permissions, then rerun."
+        )
+    if isinstance(exc, SchedulerUnreachableError):
+        return EXIT_UNREACHABLE, f"[red]error:[/] {text}"
+    if isinstance(exc, FileNotFoundError):
+        return 2, f"[red]error:[/] missing input: {text}"
+    if isinstance(exc, DataFormatError):
+        return 2, f"[red]error:[/] {text}"
+    return 1, (
+        f"[red]error:[/] unexpected {escape(type(exc).__name__)}: {text}\n"
+        f"  rerun with --debug (or {DEBUG_ENV}=1) to see the traceback, and please report it"
+    )
+
+
 class CrfoptGroup(click.Group):
-    """The command group; Ctrl-C in any command exits 130 (click's own default is 1)."""
+    """The command group: Ctrl-C in any command exits 130 (click's own default is 1),
+    and an error no command turned into a message is described by :func:`describe_error`
+    without a traceback (unless ``--debug`` or ``CRFOPT_DEBUG=1``)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -166,6 +258,14 @@ class CrfoptGroup(click.Group):
         except KeyboardInterrupt:
             err_console.print("[yellow]interrupted[/]")
             raise click.exceptions.Exit(130) from None
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            if debug_requested(ctx):
+                raise
+            code, message = describe_error(exc)
+            err_console.print(message)
+            raise click.exceptions.Exit(code) from None
 
 
 def human_bytes(n: float) -> str:

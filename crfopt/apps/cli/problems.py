@@ -76,7 +76,7 @@ def info_cmd(
     }
     problem = load_problem_cli(reg, problem_name, params)
     info = problem.info()
-    table = Table(title=f"problem {problem.name}", show_header=False)
+    table = Table(title=escape(f"problem {problem.name}"), show_header=False)
     table.add_column("quantity")
     table.add_column("value", overflow="fold")
     rows = [
@@ -143,7 +143,7 @@ def optimum_cmd(
         err_console.print(f"[dim]L-BFGS {it} iterations: P = {value:.10g}, gap_P = {cert:.3g}[/]")
 
     ref = reference_optimum(problem, recompute=recompute, tol=tol, progress=progress)
-    table = Table(title=f"reference optimum of {problem.name}", show_header=False)
+    table = Table(title=escape(f"reference optimum of {problem.name}"), show_header=False)
     table.add_column("quantity")
     table.add_column("value")
     for k, v in [
@@ -156,7 +156,7 @@ def optimum_cmd(
         ("λ", f"{ref.lam:.6g}"),
         ("cache", str(_cache_file(problem))),
     ]:
-        table.add_row(k, v)
+        table.add_row(k, escape(v))
     console.print(table)
 
 

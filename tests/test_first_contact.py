@@ -1,0 +1,208 @@
+"""What a newcomer meets first: errors that name their real cause, backends that mean
+what they say, help a person reads, user text that cannot break the display."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from crfopt.apps.cli import main
+
+
+@pytest.fixture
+def no_data(tmp_path, monkeypatch):
+    """No CRFOPT_DATA, an empty user cache and no network: a first run on a fresh machine.
+
+    Downloads are off through the data layer's own switch (CRFOPT_OFFLINE) and, should
+    it be ignored, pooch cannot reach anything either.
+    """
+    import pooch
+
+    def offline(*args, **kwargs):
+        raise OSError("network unreachable (test)")
+
+    monkeypatch.setenv("CRFOPT_DATA", "")
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CRFOPT_OFFLINE", "1")
+    monkeypatch.delenv("CRFOPT_DEBUG", raising=False)
+    monkeypatch.setattr(pooch, "retrieve", offline)
+    return tmp_path
+
+
+def _handled(res) -> bool:
+    """The command ended with a message and an exit status, not an escaped exception
+    (which the shell would show as a traceback)."""
+    return res.exception is None or isinstance(res.exception, SystemExit)
+
+
+# ------------------------------------------------------------------ errors name the cause
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compare", "--problem", "ocr", "--optimizers", "lbfgs", "--passes", "1", "--quiet"],
+        ["info", "--problem", "ocr"],
+        ["optimum", "--problem", "ocr"],
+        ["train", "--problem", "ocr", "--passes", "1"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_missing_data_names_the_file_and_how_to_get_it(no_data, args):
+    out = no_data / "out"
+    extra = ["--out", str(out)] if args[0] == "compare" else []
+    if args[0] == "train":
+        extra = ["--model", str(no_data / "m.crfopt")]
+    res = CliRunner().invoke(main, [*args, *extra])
+    assert res.exit_code == 2, res.output
+    assert _handled(res), res.exception
+    assert "ocr/ocr.mat" in res.output
+    assert "crfopt fetch" in res.output or "CRFOPT_DATA" in res.output
+    assert "cannot write" not in res.output and "free space" not in res.output
+
+
+def test_missing_data_in_a_real_process_prints_no_traceback(tmp_path):
+    env = {
+        **os.environ,
+        "CRFOPT_DATA": "",
+        "CRFOPT_CACHE": str(tmp_path / "cache"),
+        "CRFOPT_OFFLINE": "1",
+    }
+    env.pop("CRFOPT_DEBUG", None)
+    cmd = [sys.executable, "-m", "crfopt", "compare", "--problem", "ocr"]
+    cmd += ["--optimizers", "sdca-gap,sag-nus,oeg", "--out", str(tmp_path / "r"), "--quiet"]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "ocr/ocr.mat" in proc.stderr and "missing input" in proc.stderr
+
+
+def test_debug_shows_the_traceback(no_data, monkeypatch):
+    res = CliRunner().invoke(main, ["info", "--problem", "ocr", "--debug"])
+    assert isinstance(res.exception, FileNotFoundError)
+    monkeypatch.setenv("CRFOPT_DEBUG", "1")
+    res = CliRunner().invoke(main, ["info", "--problem", "ocr"])
+    assert isinstance(res.exception, FileNotFoundError)
+
+
+def test_an_unexpected_error_is_one_line_without_traceback(monkeypatch):
+    import crfopt.bench.report
+
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("a bug")
+
+    monkeypatch.delenv("CRFOPT_DEBUG", raising=False)
+    monkeypatch.setattr(crfopt.bench.report, "make_report", broken)
+    res = CliRunner().invoke(main, ["report", ".", "--out", "unused"])
+    assert res.exit_code == 1 and _handled(res)
+    assert "unexpected ZeroDivisionError: a bug" in res.output and "--debug" in res.output
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_scheduler_is_named_before_any_work(tmp_path, monkeypatch):
+    """--scheduler alone means Dask (it used to run serially and succeed); an address
+    nobody answers is its own error (exit 3), reported before P* is computed."""
+    import dask
+
+    import crfopt.bench.optimum
+
+    computed = []
+    monkeypatch.setattr(
+        crfopt.bench.optimum, "reference_optimum", lambda *a, **k: computed.append(a)
+    )
+    address = f"tcp://127.0.0.1:{_closed_port()}"
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        res = CliRunner().invoke(
+            main,
+            ["compare", "--problem", "synthetic", "--optimizers", "lbfgs", "--passes", "1",
+             "--scheduler", address, "--out", str(tmp_path / "r"), "--quiet"],
+        )  # fmt: skip
+    assert res.exit_code == 3, res.output
+    assert _handled(res)
+    assert f"cannot reach the Dask scheduler at {address}" in res.output
+    assert "cannot write" not in res.output
+    assert computed == []
+
+
+def test_scheduler_with_a_non_dask_backend_is_a_usage_error(tmp_path):
+    res = CliRunner().invoke(
+        main,
+        ["compare", "--problem", "synthetic", "--optimizers", "lbfgs", "--passes", "1",
+         "--backend", "joblib", "--scheduler", "tcp://127.0.0.1:1", "--out", str(tmp_path)],
+    )  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert "dask backend" in res.output
+
+
+def test_runs_are_shipped_with_the_callers_absolute_out(tmp_path, monkeypatch):
+    """A remote worker resolves a relative --out in its own working directory; the
+    tasks it receives must carry the caller's absolute folder."""
+    import importlib
+
+    compare_module = importlib.import_module("crfopt.bench.compare")
+    from crfopt.bench.execute import execute_task
+
+    shipped = {}
+
+    def fake_run_tasks(backend, tasks, **kwargs):
+        shipped.update(backend=backend, tasks=list(tasks), scheduler=kwargs.get("scheduler"))
+        # run them here, from another working directory, as a worker would
+        elsewhere = tmp_path / "worker-cwd"
+        elsewhere.mkdir()
+        monkeypatch.chdir(elsewhere)
+        return [execute_task(t) for t in tasks]
+
+    monkeypatch.setattr(compare_module, "run_tasks", fake_run_tasks)
+    monkeypatch.setattr(compare_module, "check_scheduler", lambda address: None)
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(
+        main,
+        ["compare", "--problem", "synthetic", "--set", "synthetic.n=20", "--optimizers",
+         "lbfgs", "--passes", "1", "--no-optimum", "--scheduler", "tcp://10.0.0.5:8786",
+         "--out", "relative/dir", "--quiet"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert shipped["backend"] == "dask" and shipped["scheduler"] == "tcp://10.0.0.5:8786"
+    assert [Path(t.out_dir) for t in shipped["tasks"]] == [tmp_path / "relative" / "dir"]
+    assert len(list((tmp_path / "relative" / "dir").glob("run-*.parquet"))) == 1
+    assert not (tmp_path / "worker-cwd" / "relative").exists()
+
+
+def test_a_bad_template_is_an_input_error(tmp_path):
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("The DT B-NP\ncat NN I-NP\n\nA DT B-NP\n", encoding="utf-8")
+    res = CliRunner().invoke(
+        main,
+        ["compare", "--problem", str(corpus), "--template", "no-such-template",
+         "--optimizers", "lbfgs", "--passes", "1", "--out", str(tmp_path / "r"), "--quiet"],
+    )  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert _handled(res)
+    assert "unknown template 'no-such-template'" in res.output
+
+
+# ------------------------------------------------------------------ user text and rich
+
+
+def test_a_path_with_rich_markup_is_printed_verbatim(tmp_path, monkeypatch):
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "a[/x]b[bold]"
+    res = CliRunner().invoke(
+        main,
+        ["compare", "--problem", "synthetic", "--set", "synthetic.n=20", "--optimizers",
+         "lbfgs", "--passes", "1", "--no-optimum", "--out", str(out)],
+    )  # fmt: skip
+    assert res.exit_code == 0, (res.output, res.exception)
+    assert f"in {out}" in res.output.replace("\n", "")
