@@ -4,22 +4,33 @@ A task holds names and values only, so it can be hashed into its run id, pickled
 worker process and rebuilt there. :func:`expand_grid` is pure apart from hashing the
 content of file problems: it validates every selection and parameter (a usage error
 before any work) and loads no data. :func:`pending` then looks at the results folder to
-find what still has to run.
+find what still has to run, verifying every stored run of the grid (a damaged file is
+moved aside and its run planned again). :func:`claim_run` is the per-run lock that
+makes two ``compare`` processes on one folder compute each run once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from crfopt._version import __version__
 from crfopt.bench.problems import is_corpus_path
-from crfopt.bench.results import read_results, read_run_meta, result_files, run_key, run_path
+from crfopt.bench.results import (
+    DamagedResultError,
+    load_run,
+    quarantine,
+    result_files,
+    run_key,
+    run_path,
+)
 from crfopt.bench.runner import Budget, Schedule
+from crfopt.data.fileio import clean_stale_tmp, file_lock
 from crfopt.kernels.jit import JIT_ENABLED
 from crfopt.optim.contract import ParameterError, display_name
 from crfopt.optim.parse import parse_selection
@@ -45,6 +56,10 @@ class RunTask:
     timeout: float | None = None
     max_memory: int | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
+    #: What :func:`pending` saw of the run's file: None (not checked), ``"absent"``, or
+    #: its stamp (:func:`file_stamp`); :func:`claim_run` compares it with the file it
+    #: finds once it holds the lock, to tell a run another process has just done.
+    stored: str | None = None
 
     @property
     def label(self) -> str:
@@ -72,23 +87,60 @@ class GridPlan:
         return [t for t in self.tasks if t.run_id not in ids]
 
 
-def _file_digest(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+# (path, inode, size, mtime_ns) → sha256: a grid plans each data file once per process.
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def _file_digest(path: str | os.PathLike[str]) -> str:
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        _DIGESTS[key] = h.hexdigest()
+    return _DIGESTS[key]
+
+
+def _data_identity(folders: Iterable[str]) -> dict[str, str]:
+    """SHA-256 of every file a registered problem could read: all files of its data
+    folders, each taken from the first data root that has it (as ``locate`` does).
+
+    A loader may choose among files (``ocr`` reads ``letter.data`` when present, else
+    ``ocr.mat``), so the whole folder is hashed, not only the files the spec lists: a
+    file added, replaced or edited changes the run ids, and old runs no longer count.
+    """
+    from crfopt.data.sources import data_roots
+
+    out: dict[str, str] = {}
+    for folder in sorted(set(folders)):
+        for root in data_roots():
+            d = root / folder
+            if not d.is_dir():
+                continue
+            for f in sorted(d.iterdir()):
+                rel = f"{folder}/{f.name}"
+                if f.name.startswith(".") or not f.is_file() or rel in out:
+                    continue
+                out[rel] = _file_digest(f)
+    return out
 
 
 def problem_identity(reg: Registry, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """What identifies a problem in a run key, computed without loading its data.
 
-    Registered problems are identified by name and parameters (the crfopt version in
-    the key covers built-in templates); a user corpus by its path and content hash, and
-    the content hash of any file parameter (test split, template file).
+    Registered problems are identified by name, parameters (the crfopt version in the
+    key covers built-in templates) and the content hash of the files in their data
+    folders; a user corpus by its path and content hash, and the content hash of any
+    file parameter (test split, template file).
     """
     ident: dict[str, Any] = {"name": name, "params": dict(params)}
-    if name not in reg.problems and Path(name).is_file():
+    if name in reg.problems:
+        folders = [f.folder for f in reg.problems[name].files if getattr(f, "folder", None)]
+        if folders:
+            ident["data"] = _data_identity(folders)
+    elif Path(name).is_file():
         ident["sha256"] = _file_digest(name)
     for k, v in params.items():
         if isinstance(v, str) and (os.sep in v or "." in v) and Path(v).is_file():
@@ -210,17 +262,31 @@ def pending(
 ) -> list[RunTask]:
     """The tasks whose result is not in ``out_dir`` yet, each run id once.
 
-    Stored ``skipped`` runs are always planned again (declining costs nothing, and the
-    limit that made the optimizer decline may have changed); stored ``failed`` runs with
-    ``retry_failed``. Only the files' metadata is read, never their traces.
+    Every stored run of the grid is verified (:func:`crfopt.bench.results.load_run`): a
+    damaged file is moved to ``damaged/`` with a warning naming it and its run is
+    pending again. Stored ``skipped`` runs are always planned again (declining costs
+    nothing, and the limit that made the optimizer decline may have changed); stored
+    ``failed`` runs with ``retry_failed``. Temporary files of writers killed long ago
+    are removed. Each pending task records what it saw of its file (``stored``).
     """
     out_dir = Path(out_dir)
+    clean_stale_tmp(out_dir)
     existing = (
         {f.stem.removeprefix("run-") for f in result_files(out_dir)} if out_dir.exists() else set()
     )
     redo = {"skipped", "failed"} if retry_failed else {"skipped"}
+    stamps: dict[str, str] = {}
     for rid in {t.run_id for t in tasks} & existing:
-        if _stored_status(run_path(out_dir, rid)) in redo:
+        path = run_path(out_dir, rid)
+        stamps[rid] = file_stamp(path)
+        try:
+            status = _stored_status(path)
+        except DamagedResultError as exc:
+            quarantine(path, exc.reason)
+            stamps[rid] = "absent"
+            existing.discard(rid)
+            continue
+        if status in redo:
             existing.discard(rid)
     seen: set[str] = set()
     out = []
@@ -228,17 +294,65 @@ def pending(
         if t.run_id in existing or t.run_id in seen:
             continue
         seen.add(t.run_id)
-        out.append(t)
+        out.append(t.with_(stored=stamps.get(t.run_id, "absent")))
     return out
 
 
 def _stored_status(path: Path) -> str | None:
-    """A stored run's final status: from its metadata, else its last trace row."""
-    status = read_run_meta(path).get("status")
-    if status is None:
-        trace = read_results(path)
-        status = str(trace["status"].iloc[-1]) if len(trace) else None
+    """A stored run's final status, from its verified file: its metadata, else its last
+    trace row. Raises :class:`DamagedResultError` for a damaged file."""
+    trace, meta = load_run(path)
+    status = meta.get("status")
+    if status is None and len(trace):
+        status = str(trace["status"].iloc[-1])
     return status
+
+
+def file_stamp(path: str | os.PathLike[str]) -> str:
+    """Identity of a file's current version (inode, size, mtime), or ``"absent"``.
+
+    Result files are replaced by rename, so a rewritten file has a new stamp.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "absent"
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def run_lock_path(out_dir: str | os.PathLike[str], run_id: str) -> Path:
+    """The lock file of one run: ``<out>/.locks/run-<id>.lock``."""
+    return Path(out_dir) / ".locks" / f"run-{run_id}.lock"
+
+
+@contextlib.contextmanager
+def claim_run(task: RunTask) -> Iterator[dict[str, Any] | None]:
+    """Hold the run's lock while it is computed; yields None when it is to be computed.
+
+    A process that finds the run locked *waits* for the lock (another ``compare`` is
+    computing it). Once it holds the lock, if the run's file is no longer the one
+    :func:`pending` saw (``task.stored``) and it reads back intact, another process has
+    just done the run: it yields that run's ``status``, ``error`` and ``last`` row
+    instead, and the caller computes nothing. A task never planned by :func:`pending`
+    (``stored`` None) is always computed. The lock is released when the holder exits
+    or dies, so a crashed process never leaves a run locked.
+    """
+    with file_lock(run_lock_path(task.out_dir, task.run_id)):
+        path = run_path(task.out_dir, task.run_id)
+        stamp = file_stamp(path)
+        if task.stored is None or stamp in ("absent", task.stored):
+            yield None
+            return
+        try:
+            trace, meta = load_run(path)
+        except DamagedResultError as exc:
+            quarantine(path, exc.reason)
+            yield None
+            return
+        status = meta.get("status") or (str(trace["status"].iloc[-1]) if len(trace) else None)
+        last = trace.iloc[-1].to_dict() if len(trace) else {}
+        error = meta.get("skip_reason") or meta.get("error_summary")
+        yield {"status": status, "error": error, "last": last}
 
 
 def plan_grid(
@@ -257,9 +371,12 @@ def plan_grid(
 __all__ = [
     "GridPlan",
     "RunTask",
+    "claim_run",
     "expand_grid",
+    "file_stamp",
     "pending",
     "plan_grid",
     "problem_identity",
     "run_config",
+    "run_lock_path",
 ]

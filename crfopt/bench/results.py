@@ -6,6 +6,12 @@ atomically (temporary file + rename), so an interrupted comparison never leaves 
 file that a later read could mistake for a finished run. Provenance (versions, host, git
 revision, schema version, the run's configuration, its final counters, its error) lives
 in the Parquet file's key-value metadata rather than in columns.
+
+Every file is verified when read: Parquet page checksums (CRC of every data page), a
+SHA-256 of the trace's values and one of the metadata, both stored in the file. A file
+that fails any check (truncated, 0 bytes, a flipped bit) raises
+:class:`DamagedResultError` naming it; :func:`read_results` warns and skips it, and
+planning moves it aside (:func:`quarantine`) so that the run is computed again.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import os
 import platform
 import socket
 import subprocess
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -79,6 +86,33 @@ INIT_COLUMNS = ("init_oracle_calls", "init_forward_calls", "init_passes", "init_
 _RENAMES: dict[int, dict[str, str]] = {}
 
 _META_KEY = b"crfopt"
+#: SHA-256 of the metadata JSON (the trace's own SHA-256 is inside that JSON).
+_META_DIGEST_KEY = b"crfopt.sha256"
+#: Where unreadable run files are moved, inside the results folder.
+DAMAGED_DIR = "damaged"
+
+
+class DamagedResultError(ValueError):
+    """A result file that cannot be read or fails its checksums; ``path`` names it."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"damaged result file {self.path}: {reason}")
+
+
+class ResultFileWarning(UserWarning):
+    """A result file was skipped or moved aside because it is damaged."""
+
+
+def trace_digest(frame: pd.DataFrame) -> str:
+    """SHA-256 of a trace's values in the result schema (column names, dtypes, nulls)."""
+    frame = frame[list(COLUMNS)].astype(COLUMNS)
+    h = hashlib.sha256(canonical_json(list(COLUMNS)).encode())
+    h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
+    for col in COLUMNS:  # per column too: a row hash alone could hide a swap of two cells
+        h.update(pd.util.hash_array(frame[col].to_numpy(dtype=object)).tobytes())
+    return h.hexdigest()
 
 
 def empty_frame() -> pd.DataFrame:
@@ -189,19 +223,99 @@ def write_run(path: str | os.PathLike[str], frame: pd.DataFrame, meta: Mapping[s
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pandas(frame[list(COLUMNS)], preserve_index=False)
-    full_meta = {"provenance": provenance(), **dict(meta)}
+    full_meta = {"provenance": provenance(), **dict(meta), "trace_sha256": trace_digest(frame)}
+    raw = canonical_json(full_meta).encode()
     existing = table.schema.metadata or {}
-    table = table.replace_schema_metadata({**existing, _META_KEY: canonical_json(full_meta)})
-    with atomic_write(path, suffix=".parquet") as f:
-        pq.write_table(table, f)
+    table = table.replace_schema_metadata(
+        {**existing, _META_KEY: raw, _META_DIGEST_KEY: hashlib.sha256(raw).hexdigest()}
+    )
+    with atomic_write(path, suffix=".parquet") as f:  # fsync'd before the rename
+        pq.write_table(table, f, write_page_checksum=True)
     return path
 
 
-def read_run_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The key-value metadata of one result file (configuration, counters, error…)."""
-    md = pq.read_schema(path).metadata or {}
+def _meta_of(path: Path, md: Mapping[bytes, bytes] | None) -> dict[str, Any]:
+    md = md or {}
     raw = md.get(_META_KEY)
-    return json.loads(raw) if raw else {}
+    if raw is None:
+        raise DamagedResultError(path, "no crfopt metadata (every run file crfopt writes has it)")
+    digest = md.get(_META_DIGEST_KEY)
+    if digest is not None and hashlib.sha256(raw).hexdigest().encode() != digest:
+        raise DamagedResultError(path, "metadata checksum mismatch")
+    try:
+        meta = json.loads(raw)
+    except ValueError as exc:
+        raise DamagedResultError(path, f"metadata is not JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise DamagedResultError(path, "metadata is not a JSON object")
+    if digest is None and "trace_sha256" in meta:  # written with checksums; one was lost
+        raise DamagedResultError(path, "metadata checksum missing")
+    return meta
+
+
+def read_run_meta(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The key-value metadata of one result file (configuration, counters, error…).
+
+    Reads only the file's footer, checking the metadata's checksum; raises
+    :class:`DamagedResultError` when the file is not a readable result file.
+    """
+    path = Path(path)
+    try:
+        md = pq.read_schema(path).metadata
+    except (OSError, pa.ArrowException) as exc:
+        raise DamagedResultError(path, f"{type(exc).__name__}: {exc}") from None
+    return _meta_of(path, md)
+
+
+def load_run(path: str | os.PathLike[str]) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """One run file's trace (upgraded to the current schema) and metadata, verified.
+
+    Checks the Parquet page checksums, the metadata checksum and the trace checksum (of
+    files written with them); raises :class:`DamagedResultError` naming the file when
+    any check fails or the file cannot be parsed at all.
+    """
+    path = Path(path)
+    try:
+        pf = pq.ParquetFile(path, page_checksum_verification=True)
+        meta = _meta_of(path, pf.schema_arrow.metadata)
+        table = pf.read()
+        version = int(meta.get("provenance", {}).get("schema_version", SCHEMA_VERSION))
+        frame = _upgrade(table.to_pandas(), version, meta)
+    except DamagedResultError:
+        raise
+    except (OSError, pa.ArrowException, ValueError, TypeError, KeyError) as exc:
+        raise DamagedResultError(path, f"{type(exc).__name__}: {exc}") from None
+    expected = meta.get("trace_sha256")
+    if expected is not None and trace_digest(frame) != expected:
+        raise DamagedResultError(path, "trace checksum mismatch (values changed on disk)")
+    return frame, meta
+
+
+def quarantine(path: str | os.PathLike[str], reason: str = "") -> Path | None:
+    """Move a damaged run file to ``<its folder>/damaged/`` with a warning naming it.
+
+    Its run is then missing from the folder, so the next ``compare`` computes it again.
+    Returns the new path (None when another process moved or replaced it first).
+    """
+    path = Path(path)
+    target_dir = path.parent / DAMAGED_DIR
+    target_dir.mkdir(exist_ok=True)
+    target = target_dir / path.name
+    i = 0
+    while target.exists():
+        i += 1
+        target = target_dir / f"{path.name}.{i}"
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        return None
+    warnings.warn(
+        f"damaged result file {path} ({reason or 'unreadable'}) moved to {target}; "
+        "its run will be computed again",
+        ResultFileWarning,
+        stacklevel=2,
+    )
+    return target
 
 
 def _init_from_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -250,6 +364,9 @@ def read_results(
 ) -> pd.DataFrame:
     """All traces under ``path`` (a folder of run files, or one file) as one DataFrame.
 
+    A damaged file (see :func:`load_run`) is skipped with a :class:`ResultFileWarning`
+    naming it; the other runs are still read.
+
     Older schema versions are upgraded on read. With ``expand_params`` every parameter
     of the ``params`` JSON becomes a ``param.<name>`` column. ``frame.attrs["runs"]``
     maps each run id to its metadata (configuration, final counters, error, P*).
@@ -257,12 +374,15 @@ def read_results(
     frames = []
     runs: dict[str, Any] = {}
     for f in result_files(path):
-        meta = read_run_meta(f)
-        rid = meta.get("run_id") or f.stem.removeprefix("run-")
-        if run_ids is not None and rid not in run_ids:
+        if run_ids is not None and f.stem.removeprefix("run-") not in run_ids:
             continue
-        version = int(meta.get("provenance", {}).get("schema_version", SCHEMA_VERSION))
-        frames.append(_upgrade(pd.read_parquet(f), version, meta))
+        try:
+            frame, meta = load_run(f)
+        except DamagedResultError as exc:
+            warnings.warn(f"{exc}; skipped", ResultFileWarning, stacklevel=2)
+            continue
+        rid = meta.get("run_id") or f.stem.removeprefix("run-")
+        frames.append(frame)
         runs[rid] = meta
     frame = pd.concat(frames, ignore_index=True) if frames else empty_frame()
     if expand_params and len(frame):

@@ -13,6 +13,7 @@ import contextlib
 import os
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -72,3 +73,57 @@ def atomic_write(
             os.unlink(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+#: A ``.tmp-*`` file untouched for this long belongs to a writer that died (a live
+#: writer's file is modified as it is written); younger ones may be another process's.
+STALE_TMP_SECONDS = 15 * 60
+
+
+def clean_stale_tmp(
+    directory: str | os.PathLike[str], *, max_age: float = STALE_TMP_SECONDS
+) -> int:
+    """Remove ``.tmp-*`` files older than ``max_age`` seconds in ``directory``; how many.
+
+    :func:`atomic_write` removes its temporary file on any error, but a killed process
+    (SIGKILL, power cut) cannot; such leftovers are cleaned here. Files a concurrent
+    writer is still filling are younger than ``max_age`` and stay.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return 0
+    now = time.time()
+    removed = 0
+    for f in directory.glob(".tmp-*"):
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to remove
+            if f.is_file() and now - f.stat().st_mtime > max_age:
+                f.unlink()
+                removed += 1
+    return removed
+
+
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike[str], *, timeout: float = -1) -> Iterator[bool]:
+    """Hold an inter-process lock on ``path`` (a lock file, created if needed).
+
+    Yields True once the lock is held; with ``timeout`` >= 0 it yields False when the
+    lock could not be taken within that many seconds (0: do not wait). The lock is an
+    OS file lock (``filelock``), so it is released when the holder exits or is killed:
+    a crashed process never leaves a run locked. Used for result runs
+    (:func:`crfopt.bench.plan.claim_run`); usable for any state file that two processes
+    might compute at once.
+    """
+    from filelock import FileLock, Timeout
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path), mode=0o666 & ~current_umask())
+    try:
+        lock.acquire(timeout=timeout)
+    except Timeout:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
