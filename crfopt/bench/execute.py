@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from crfopt.bench.plan import RunTask
+from crfopt.bench.plan import RunTask, claim_run
 from crfopt.bench.problems import load_from
 from crfopt.bench.results import canonical_json, run_path, to_frame, write_run
 from crfopt.bench.runner import Budget, run
@@ -79,13 +79,26 @@ def execute_task(
     on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[dict[str, Any]], None] | None = None,
     cache: ProblemCache | None = None,
+    *,
+    claim: bool = True,
 ) -> dict[str, Any]:
     """Perform one run and write its file. Never raises for an optimizer's failure.
+
+    The run's lock is held throughout (:func:`crfopt.bench.plan.claim_run`; ``claim``
+    False: the caller holds it), so a run another process is computing is waited for
+    and then reported from its file instead of being computed twice.
 
     With ``task.timeout`` the run happens in a child process that is killed when the
     hard wall-clock limit passes (a compiled loop cannot be interrupted otherwise); the
     checkpoints it reported are kept and the run is stored as ``failed``.
     """
+    if claim:
+        with claim_run(task) as done:
+            if done is not None:  # computed by another process meanwhile
+                return _summary(
+                    task, done["status"], done["error"], written=False, last=done["last"]
+                )
+            return execute_task(task, on_checkpoint, on_start, cache, claim=False)
     if task.timeout is not None:
         return execute_isolated(task, on_checkpoint)
     if task.threads is not None and JIT_ENABLED:
@@ -166,6 +179,7 @@ def _child_main(task: RunTask, conn: Any) -> None:
             task,
             on_checkpoint=lambda row: conn.send(("row", row)),
             on_start=lambda meta: conn.send(("start", meta)),
+            claim=False,  # the parent holds the run's lock
         )
         conn.send(("done", summary))
     finally:
