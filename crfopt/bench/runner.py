@@ -79,6 +79,10 @@ class Budget:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
 
+#: The smallest ``every:X`` step, in passes (a checkpoint per millionth of a pass).
+MIN_EVERY = 1e-6
+
+
 class Schedule:
     """Checkpoints in effective passes.
 
@@ -100,8 +104,13 @@ class Schedule:
                     self._every = float(spec.split(":", 1)[1])
                 except ValueError:
                     raise ValueError(f"bad schedule {spec!r}: X must be a number") from None
-                if self._every <= 0:
-                    raise ValueError(f"bad schedule {spec!r}: X must be positive")
+                if not self._every >= MIN_EVERY or not math.isfinite(self._every):
+                    # below this, X·k stops advancing in floats (X = 1e-300 hung the
+                    # runner) and a run would be all checkpoints, no optimization
+                    raise ValueError(
+                        f"bad schedule {spec!r}: X must be a finite number of passes "
+                        f"≥ {MIN_EVERY:g}"
+                    )
             self._points: list[float] | None = None
         else:
             pts = sorted(float(x) for x in spec)
@@ -129,7 +138,9 @@ class Schedule:
                 return 0.1
             k = math.floor(math.log10(x / 0.1) / 0.2 + eps) + 1
             return min(0.1 * 10 ** (0.2 * k), x + 5.0)
-        return (math.floor(x / self._every + eps) + 1) * self._every
+        k = math.floor(x / self._every + eps) + 1
+        nxt = k * self._every
+        return nxt if nxt > x + eps else (k + 1) * self._every  # strictly after x
 
 
 class _Clock:
@@ -592,5 +603,7 @@ def _loop(
         emit(row)
         if status != "running":
             return status
+        # jump straight past every checkpoint this block crossed (stepping through
+        # them one by one took ~passes/X calls)
         while next_cp <= passes_now + 1e-12:
-            next_cp = schedule.next_after(next_cp)
+            next_cp = schedule.next_after(max(next_cp, passes_now))
