@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -206,3 +207,82 @@ def test_a_path_with_rich_markup_is_printed_verbatim(tmp_path, monkeypatch):
     )  # fmt: skip
     assert res.exit_code == 0, (res.output, res.exception)
     assert f"in {out}" in res.output.replace("\n", "")
+
+
+# ------------------------------------------------------------------ help a person reads
+
+
+def _commands():
+    return sorted(main.commands.items())
+
+
+def test_every_command_and_option_has_help():
+    """Walks the whole command line: a summary that is not cut, an example, and a help
+    text for every option (arguments are described in the command's own text)."""
+    missing = []
+    for name, cmd in _commands():
+        if not cmd.short_help or len(cmd.short_help) > 50:
+            missing.append(f"{name}: short help missing or longer than 50 characters")
+        if f"crfopt {name} " not in (cmd.help or ""):
+            missing.append(f"{name}: no example in its help")
+        for param in cmd.params:
+            if isinstance(param, click.Option):
+                if not (param.help or "").strip():
+                    missing.append(f"{name} {param.opts[0]}: no help")
+            elif (param.metavar or param.name or "").upper().strip("[].") not in (cmd.help or ""):
+                missing.append(f"{name} {param.human_readable_name}: argument not described")
+    for param in main.params:
+        if isinstance(param, click.Option) and not (param.help or "").strip():
+            missing.append(f"crfopt {param.opts[0]}: no help")
+    assert missing == []
+
+
+def test_top_level_help_shows_every_summary_whole():
+    res = CliRunner().invoke(main, ["--help"], terminal_width=80)
+    assert res.exit_code == 0
+    listed = res.output[res.output.index("Commands:") : res.output.index("Exit codes:")]
+    assert "..." not in listed and "…" not in listed
+    for name, cmd in _commands():
+        assert f"{name}  " in listed and cmd.short_help in listed
+
+
+def test_every_command_help_renders_its_example_and_defaults_read_well():
+    for name, _ in _commands():
+        res = CliRunner().invoke(main, [name, "--help"])
+        assert res.exit_code == 0, res.output
+        assert f"crfopt {name} " in res.output, name
+        assert "[default: default]" not in res.output, name
+
+
+def test_list_optimizers_prints_shared_parameters_once_per_family():
+    from crfopt.apps.cli.problems import optimizer_families
+    from crfopt.optim.registry import get_registry
+
+    reg = get_registry()
+    families = optimizer_families(reg)
+    seen = [v for fam in families for v, _, _ in fam.variants]
+    assert sorted(seen) == sorted(reg.optimizers)  # every variant once
+    for fam in families:
+        for variant, _, own in fam.variants:
+            truth = {k: p.default for k, p in reg.optimizers[variant].parameters().items()}
+            assert {**fam.shared, **own} == truth, variant  # nothing lost or invented
+            assert not set(fam.shared) & set(own)
+    sdca = next(f for f in families if any(v == "sdca-gap" for v, _, _ in f.variants))
+    assert len(sdca.variants) >= 2 and "sub_precision" in sdca.shared
+    res = CliRunner().invoke(main, ["list", "optimizers"], terminal_width=200)
+    assert res.exit_code == 0
+    assert res.output.count("sub_precision=") == sum("sub_precision" in f.shared for f in families)
+
+
+def test_info_prints_the_template_as_rules(tmp_path, monkeypatch):
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("The DT B-NP\ncat NN I-NP\n\nA DT B-NP\n", encoding="utf-8")
+    res = CliRunner().invoke(
+        main, ["info", "--problem", str(corpus), "--template", "chunking"], terminal_width=200
+    )
+    assert res.exit_code == 0, res.output
+    assert "template rules" in res.output and "template_spec" not in res.output
+    assert "w = word at -2 -1 0 +1 +2" in res.output
+    assert "pos|pos = pos[-2] & pos[-1]; pos[-1] & pos[0]" in res.output
+    assert "{'name':" not in res.output and "'parts'" not in res.output

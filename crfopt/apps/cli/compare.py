@@ -155,6 +155,7 @@ def _csv_ints(text: str) -> list[int]:
 
 @click.command(
     "compare",
+    short_help="Run optimizers on problems and store every trace.",
     epilog=exit_codes(
         "a run of the grid failed or diverged (named in the summary), unless\n"
         "     --allow-failures; runs kept from earlier invocations count too",
@@ -182,8 +183,8 @@ def _csv_ints(text: str) -> list[int]:
 @click.option(
     "--checkpoints",
     default="default",
-    show_default=True,
-    help="'default' (every 0.25 pass, then every pass), 'log', or 'every:X'.",
+    help="When to evaluate a run: 'default' (every 0.25 pass, then every pass; the "
+    "default), 'log' (log-spaced passes) or 'every:X' (every X passes).",
 )
 @click.option(
     "--out",
@@ -260,6 +261,15 @@ def compare_cmd(
     summary, passes, oracle calls and time count the optimizers' iterations (the budget
     too); "init passes" and "init (s)" are the work of each optimizer's setup(), which
     `crfopt report` adds to its axes.
+
+    Examples:
+
+    \b
+      crfopt compare --problem ocr --optimizers sdca-gap,sag-nus,oeg --out results/ocr
+      crfopt compare --problem conll2000 --optimizers "lbfgs,sdca-gap[sampler=gap]" \\
+          --passes 20 --seeds 0,1,2 --backend joblib --n-jobs 2 --out results/conll
+      crfopt compare --problem train.conll --template ner --test test.conll \\
+          --optimizers sdca-gap --out results/mine
     """
     from crfopt.bench.compare import compare, skipped_runs, unsuccessful_runs
     from crfopt.bench.runner import Budget
@@ -353,7 +363,7 @@ def compare_cmd(
             sys.exit(1)
 
 
-@click.command("report", epilog=exit_codes())
+@click.command("report", short_help="Figures and tables from stored results.", epilog=exit_codes())
 @click.argument("results", type=click.Path(exists=True))
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option(
@@ -372,7 +382,14 @@ def compare_cmd(
     "(curves start where it ended, marked ◇) and to the table; off: iterations only.",
 )
 def report_cmd(results: str, out: str, formats: str, title: str | None, init_offset: bool) -> None:
-    """Figures, a Markdown summary and a self-contained HTML page from RESULTS."""
+    """Figures, a Markdown summary and a self-contained HTML page from RESULTS (a
+    folder written by `crfopt compare`, or one of its run files).
+
+    Example:
+
+    \b
+      crfopt report results/ocr --out report/ocr --format png,pdf
+    """
     from crfopt.bench.report import make_report
 
     try:

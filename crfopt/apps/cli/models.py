@@ -24,7 +24,11 @@ from crfopt.apps.cli.options import (
 from crfopt.optim.registry import UnknownNameError
 
 
-@click.command("train", epilog=exit_codes("training failed or diverged (no model is saved)"))
+@click.command(
+    "train",
+    short_help="Train one model and save it.",
+    epilog=exit_codes("training failed or diverged (no model is saved)"),
+)
 @click.option("--problem", "problem_name", required=True, help="Problem name or corpus path.")
 @click.option("--optimizer", default="sdca-gap", show_default=True, help="Optimizer variant.")
 @click.option(
@@ -38,7 +42,9 @@ from crfopt.optim.registry import UnknownNameError
     "(methods with a dual; the same meaning as CRF(target_gap=...); compare's --target-gap "
     "is absolute).",
 )
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Seed of the optimizer's sampling."
+)
 @click.option(
     "--set", "sets", multiple=True, help="NAME.param=value for the optimizer or the problem."
 )
@@ -66,8 +72,11 @@ def train_cmd(
 ) -> None:
     """Train one model and save it (weights, dictionaries, template, labels).
 
-    Example: crfopt train --problem conll2000 --optimizer sdca-gap --passes 30
-    --model chunker.crfopt
+    Examples:
+
+    \b
+      crfopt train --problem conll2000 --optimizer sdca-gap --passes 30 --model chunker.crfopt
+      crfopt train --problem train.conll --encoding latin-1 --model mine.crfopt
     """
     from crfopt.apps.train import TrainingError, train
     from crfopt.optim.contract import ParameterError
@@ -184,7 +193,12 @@ input_options = [
         default=None,
         help="Column names of INPUT if they differ from the training file's, e.g. word,pos.",
     ),
-    click.option("--encoding", default="utf-8", show_default=True),
+    click.option(
+        "--encoding",
+        default="utf-8",
+        show_default=True,
+        help="Text encoding of INPUT, e.g. latin-1.",
+    ),
 ]
 
 
@@ -194,7 +208,7 @@ def with_input_options(func: Any) -> Any:
     return func
 
 
-@click.command("tag", epilog=exit_codes())
+@click.command("tag", short_help="Tag a file with a trained model.", epilog=exit_codes())
 @with_input_options
 @click.option(
     "--out",
@@ -209,8 +223,12 @@ def tag_cmd(
     """Tag INPUT (CoNLL or CoNLL-U) and write it with the predicted labels.
 
     CoNLL input gets the prediction as a last column; in CoNLL-U the predicted tag fills
-    the model's label field (xpos or upos). Example: crfopt tag --model chunker.crfopt
-    test.txt > tagged.txt
+    the model's label field (xpos or upos).
+
+    Example:
+
+    \b
+      crfopt tag --model chunker.crfopt test.txt > tagged.txt
     """
     from crfopt.apps.tagging import tag_corpus, write_tagged
 
@@ -222,14 +240,20 @@ def tag_cmd(
         write_tagged(input_path, fmt, predictions, out, label=label, encoding=encoding)
 
 
-@click.command("evaluate", epilog=exit_codes())
+@click.command("evaluate", short_help="Score a model on a labelled file.", epilog=exit_codes())
 @with_input_options
 @click.option("--json", "as_json", is_flag=True, help="Print the scores as JSON.")
 def evaluate_cmd(
     input_path: str, model_path: str, columns: str | None, encoding: str, as_json: bool
 ) -> None:
     """Score the model on labelled INPUT: token accuracy, and chunk/entity precision,
-    recall and F1 as CoNLL's conlleval counts them (for IOB/IOE label sets)."""
+    recall and F1 as CoNLL's conlleval counts them (for IOB/IOE label sets).
+
+    Example:
+
+    \b
+      crfopt evaluate --model chunker.crfopt test.txt
+    """
     import json
 
     from crfopt.apps.tagging import evaluate_corpus, is_chunk_tagset

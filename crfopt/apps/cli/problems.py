@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import click
@@ -24,20 +25,49 @@ from crfopt.apps.cli.options import (
 from crfopt.optim.registry import UnknownNameError
 
 
-@click.command("list", epilog=exit_codes())
+@click.command("list", short_help="List optimizers and problems.", epilog=exit_codes())
 @click.argument("what", type=click.Choice(["optimizers", "problems", "all"]), default="all")
 @plugin_dir_option
 def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
-    """List registered optimizers and problems, their defaults and where they come from."""
+    """List registered optimizers and problems, their defaults and where they come from
+    (WHAT: optimizers, problems or all, the default).
+
+    Variants of one optimizer family are listed together: the parameters they share
+    once, then what each variant sets differently.
+
+    Examples:
+
+    \b
+      crfopt list optimizers
+      crfopt list problems --plugin-dir my_plugins/
+    """
     reg = build_registry(plugin_dirs)
     if what in ("optimizers", "all"):
-        table = Table(title="optimizers", show_lines=False)
+        table = Table(
+            title="optimizers",
+            caption="a family's shared parameters are on its first row; each variant "
+            "lists only what it sets differently",
+        )
         for col in ("name", "summary", "parameters (defaults)", "source"):
             table.add_column(col, overflow="fold")
-        for name in sorted(reg.optimizers):
-            spec = reg.optimizers[name]
-            params = ", ".join(f"{k}={v.default}" for k, v in spec.parameters().items())
-            table.add_row(*map(escape, (name, spec.summary, params, spec.source)))
+        for fam in optimizer_families(reg):
+            if len(fam.variants) > 1:
+                table.add_section()
+                table.add_row(
+                    f"[bold]{escape(fam.name)}[/] family",
+                    escape(f"{len(fam.variants)} variants; shared parameters →"),
+                    escape(_params_text(fam.shared)),
+                    escape(fam.source),
+                )
+            for name, summary, own in fam.variants:
+                text = _params_text(own) if own or len(fam.variants) == 1 else "(shared)"
+                prefix = "  " if len(fam.variants) > 1 else ""
+                table.add_row(
+                    escape(prefix + name),
+                    escape(summary),
+                    escape(text),
+                    "" if len(fam.variants) > 1 else escape(fam.source),
+                )
         console.print(table)
     if what in ("problems", "all"):
         table = Table(title="problems")
@@ -56,7 +86,88 @@ def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
         console.print(table)
 
 
-@click.command("info", epilog=exit_codes())
+@dataclass(frozen=True)
+class OptimizerFamily:
+    """Variants registered by one plugin module: what they share and what they set."""
+
+    name: str
+    source: str
+    #: parameter → default, equal in every variant
+    shared: dict[str, Any]
+    #: (variant, summary, parameters whose default differs between variants)
+    variants: list[tuple[str, str, dict[str, Any]]]
+
+
+def optimizer_families(reg: Any) -> list[OptimizerFamily]:
+    """The registry's optimizers grouped by the module that registers them (one family
+    per plugin module, e.g. ``builtin:sdca``), in name order. A parameter is shared when
+    every variant of the family has it with one default; a family of one variant has
+    no shared parameters (all are its own)."""
+    groups: dict[str, list[str]] = {}
+    for name in sorted(reg.optimizers):
+        groups.setdefault(reg.optimizers[name].source, []).append(name)
+    out = []
+    for source, names in groups.items():
+        params = {
+            n: {k: v.default for k, v in reg.optimizers[n].parameters().items()} for n in names
+        }
+        first = params[names[0]]
+        shared = {}
+        if len(names) > 1:
+            shared = {
+                k: v
+                for k, v in first.items()
+                if all(k in params[n] and _same(params[n][k], v) for n in names)
+            }
+        variants = [
+            (n, reg.optimizers[n].summary, {k: v for k, v in params[n].items() if k not in shared})
+            for n in names
+        ]
+        out.append(OptimizerFamily(min(names, key=len), source, shared, variants))
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _params_text(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items()) or "—"
+
+
+def template_rules(spec: dict[str, Any]) -> list[str]:
+    """A template's canonical form as one readable rule per attribute family.
+
+    Single-column features with one name, column and transform merge into one line
+    with their offsets (``w = word at -2 -1 0 +1 +2``); conjunctions list their windows
+    (``w|w = word[-1] & word[0]; word[0] & word[+1]``).
+    """
+
+    def part_text(column: str, transform: str, offset: int | None) -> str:
+        where = "" if offset is None else f"[{offset:+d}]".replace("[+0]", "[0]")
+        return column + where if transform == "identity" else f"{transform}({column}{where})"
+
+    rules: dict[tuple[Any, ...], list[Any]] = {}
+    for feat in spec.get("features", []):
+        parts = [tuple(p) for p in feat["parts"]]
+        if len(parts) == 1:
+            column, transform, offset = parts[0]
+            rules.setdefault(("one", feat["name"], column, transform), []).append(offset)
+        else:
+            text = " & ".join(part_text(c, t, o) for c, t, o in parts)
+            rules.setdefault(("many", feat["name"]), []).append(text)
+    lines = []
+    for key, items in rules.items():
+        if key[0] == "one":
+            _, name, column, transform = key
+            offsets = " ".join(f"{o:+d}" if o else "0" for o in items)
+            lines.append(f"{name} = {part_text(column, transform, None)} at {offsets}")
+        else:
+            lines.append(f"{key[1]} = " + "; ".join(items))
+    return lines
+
+
+@click.command("info", short_help="Sizes, memory and provenance of a problem.", epilog=exit_codes())
 @click.option("--problem", "problem_name", required=True, help="Problem name or corpus path.")
 @click.option("--set", "sets", multiple=True, help="Problem parameter, e.g. synthetic.n=500.")
 @corpus_options
@@ -67,7 +178,15 @@ def info_cmd(
     corpus: dict[str, Any],
     plugin_dirs: Sequence[str],
 ) -> None:
-    """Sizes of a problem (n, tokens, labels, attributes, d, λ), dual memory, provenance."""
+    """Sizes of a problem (n, tokens, labels, attributes, d, λ), dual memory, provenance,
+    and the feature template of a text problem as rules.
+
+    Examples:
+
+    \b
+      crfopt info --problem conll2000
+      crfopt info --problem my.conll --columns word,pos,label --template ner
+    """
     reg = build_registry(plugin_dirs)
     problem_sets, _ = resolve_sets(sets, problems=[problem_name])
     params = {
@@ -114,6 +233,9 @@ def info_cmd(
                 + (f"\nlicence: {f['licence']}" if f.get("licence") else ""),
             )
         )
+    spec_of_template = meta.pop("template_spec", None)
+    if isinstance(spec_of_template, dict):
+        rows.append(("template rules", "\n".join(template_rules(spec_of_template))))
     for key, value in meta.items():
         rows.append((key, str(value)))
     for k, v in rows:
@@ -121,7 +243,7 @@ def info_cmd(
     console.print(table)
 
 
-@click.command("optimum", epilog=exit_codes())
+@click.command("optimum", short_help="The certified reference optimum P*.", epilog=exit_codes())
 @click.option("--problem", "problem_name", required=True, help="Problem name or corpus path.")
 @click.option("--set", "sets", multiple=True, help="Problem parameter, e.g. synthetic.n=500.")
 @click.option("--recompute", is_flag=True, help="Ignore the cached value.")
@@ -132,7 +254,13 @@ def info_cmd(
 def optimum_cmd(
     problem_name: str, sets: Sequence[str], recompute: bool, tol: float, plugin_dirs: Sequence[str]
 ) -> None:
-    """Compute (or show the cached) certified reference optimum P* of a problem."""
+    """Compute (or show the cached) certified reference optimum P* of a problem.
+
+    Example:
+
+    \b
+      crfopt optimum --problem ocr
+    """
     from crfopt.bench.optimum import _cache_file, reference_optimum
 
     reg = build_registry(plugin_dirs)
@@ -162,16 +290,24 @@ def optimum_cmd(
 
 @click.command(
     "fetch",
+    short_help="Download and verify problems' data files.",
     epilog=exit_codes("a file could not be found, downloaded or verified (the others are done)"),
 )
-@click.argument("names", nargs=-1)
+@click.argument("names", nargs=-1, metavar="[NAMES]...")
 @click.option("--all", "fetch_all", is_flag=True, help="Every registered problem's files.")
 @click.option("--force", is_flag=True, help="Download again even if the file is cached.")
 @plugin_dir_option
 def fetch_cmd(
     names: Sequence[str], fetch_all: bool, force: bool, plugin_dirs: Sequence[str]
 ) -> None:
-    """Download and verify the raw files of problems into the data cache."""
+    """Download and verify the raw files of the problems NAMES into the data cache.
+
+    Examples:
+
+    \b
+      crfopt fetch conll2000 ocr
+      crfopt fetch --all
+    """
     from crfopt.data.sources import ChecksumError, fetch, locate, missing_file_error, verify
 
     reg = build_registry(plugin_dirs)
