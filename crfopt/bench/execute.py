@@ -19,7 +19,7 @@ from crfopt.bench.plan import RunTask, claim_run
 from crfopt.bench.problems import load_from
 from crfopt.bench.results import canonical_json, run_path, to_frame, write_run
 from crfopt.bench.runner import Budget, run
-from crfopt.core.problem import CRFProblem
+from crfopt.core.problem import CRFProblem, ProblemChangedError
 from crfopt.kernels.jit import JIT_ENABLED
 from crfopt.optim.contract import display_name
 from crfopt.optim.registry import Registry, get_registry
@@ -50,6 +50,10 @@ class ProblemCache:
         self.loads += 1
         self._problems[key] = problem
         return problem
+
+    def discard(self, name: str, params: Mapping[str, Any]) -> None:
+        """Forget one problem (a run changed it), so that the next :meth:`get` reloads it."""
+        self._problems.pop(canonical_json({"name": name, "params": dict(params)}), None)
 
     def clear(self) -> None:
         self._problems.clear()
@@ -112,23 +116,40 @@ def execute_task(
         problem = cache.get(reg, task.problem, task.problem_params)
     except Exception as exc:
         return _summary(task, "failed", f"{type(exc).__name__}: {exc}", written=False)
-    result = run(
-        problem,
-        spec,
-        seed=task.seed,
-        params=task.overrides,
-        budget=Budget(**task.budget),
-        checkpoints=task.checkpoints,
-        p_star=task.p_star,
-        max_memory=task.max_memory,
-        on_checkpoint=on_checkpoint,
-        on_start=on_start,
-        run_id=task.run_id,
-        problem_label=task.problem,
-    )
+
+    def attempt(problem: CRFProblem) -> Any:
+        return run(
+            problem,
+            spec,
+            seed=task.seed,
+            params=task.overrides,
+            budget=Budget(**task.budget),
+            checkpoints=task.checkpoints,
+            p_star=task.p_star,
+            max_memory=task.max_memory,
+            on_checkpoint=on_checkpoint,
+            on_start=on_start,
+            run_id=task.run_id,
+            problem_label=task.problem,
+        )
+
+    try:
+        result = attempt(problem)
+    except ProblemChangedError:
+        # Changed after an earlier run's check (e.g. by a thread that run left
+        # behind): this run is not to blame; it runs on a fresh load.
+        cache.discard(task.problem, task.problem_params)
+        try:
+            problem = cache.get(reg, task.problem, task.problem_params)
+        except Exception as exc:
+            return _summary(task, "failed", f"{type(exc).__name__}: {exc}", written=False)
+        result = attempt(problem)
+    changed = bool(result.meta.get("problem_changed"))
+    if changed:  # the run wrote to the problem: the next run gets it loaded afresh
+        cache.discard(task.problem, task.problem_params)
     meta = {"run_id": task.run_id, "config": dict(task.config), **result.meta}
     write_run(run_path(task.out_dir, task.run_id), result.trace, meta)
-    if result.meta.get("p_star") is not None and "dual" in result.trace:
+    if not changed and result.meta.get("p_star") is not None and "dual" in result.trace:
         duals = result.trace["dual"].dropna()
         if len(duals):
             from crfopt.bench.optimum import record_dual

@@ -30,7 +30,7 @@ import pandas as pd
 
 from crfopt.bench.evaluator import Evaluator
 from crfopt.bench.results import to_frame
-from crfopt.core.problem import CRFProblem
+from crfopt.core.problem import CRFProblem, ProblemChangedError
 from crfopt.kernels.jit import JIT_ENABLED
 from crfopt.optim.contract import (
     Optimizer,
@@ -418,8 +418,17 @@ def run(
         "n": problem.n,
         "error": None,
     }
-    counters = problem.counters
-    counters.reset()
+    # The run's isolation (issue 17): the optimizer gets a copy of the problem with its
+    # own counters (a thread it leaves behind cannot count into the next run's), and the
+    # data and λ are verified against their digests before and after the run.
+    changed = problem.changed_data()
+    if changed:
+        raise ProblemChangedError(
+            f"problem {problem.name!r} changed since its first run ({', '.join(changed)}); "
+            "a plugin wrote to it: load it again"
+        )
+    run_problem = problem.for_run()
+    counters = run_problem.counters
     clock = _Clock()
     status = "running"
 
@@ -460,7 +469,7 @@ def run(
         on_start(dict(meta))
     opt: Optimizer | None = None
     try:
-        reason = spec.cls.decline(problem, resolved, limits)
+        reason = spec.cls.decline(run_problem, resolved, limits)
         if reason is not None:
             # Declined before anything was compiled, built or run: one row with zero
             # counters, the reason in the metadata, and no weights.
@@ -469,13 +478,16 @@ def run(
             row = make_row(None, False)
             row["status"] = status
             emit(row)
-            return _finish(RunResult(to_frame(rows), status, meta, None), counters, clock)
+            status = _verify(problem, run_problem, status, rows, meta)
+            return _finish(
+                RunResult(to_frame(rows), status, meta, None), problem, run_problem, clock
+            )
         warm_up(spec, resolved, problem)
         counters.reset()
         t0 = time.perf_counter()
         try:
-            with problem.initialization():
-                opt = spec.cls(problem, seed, **resolved)
+            with run_problem.initialization():
+                opt = spec.cls(run_problem, seed, **resolved)
         finally:
             # also when setup() raises: the time it spent before failing is reported
             init["seconds"] = time.perf_counter() - t0
@@ -487,7 +499,7 @@ def run(
             emit(row)
         else:
             emit(row)
-            status = _loop(problem, opt, budget, schedule, clock, make_row, emit)
+            status = _loop(run_problem, opt, budget, schedule, clock, make_row, emit)
     except Exception as exc:  # a failing plugin must not take the comparison down
         status = "failed"
         meta["error"] = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -505,15 +517,67 @@ def run(
                 final_w = np.array(opt.w, dtype=np.float64, copy=True)
             with contextlib.suppress(Exception):
                 opt.close()
-    return _finish(RunResult(to_frame(rows), status, meta, final_w), counters, clock)
+    status = _verify(problem, run_problem, status, rows, meta)
+    return _finish(RunResult(to_frame(rows), status, meta, final_w), problem, run_problem, clock)
 
 
-def _finish(result: RunResult, counters: Any, clock: _Clock) -> RunResult:
-    """Record the final counters, status and optimizer time in the run's metadata."""
-    result.meta["final_counters"] = counters.snapshot().as_dict()
+def _verify(
+    problem: CRFProblem,
+    run_problem: CRFProblem,
+    status: str,
+    rows: list[dict[str, Any]],
+    meta: dict[str, Any],
+) -> str:
+    """The run's status once the problem is checked: ``failed`` if the run changed it.
+
+    Checks the run's copy (its data and λ), then the original (a plugin may reach it
+    too); arrays both share are hashed once. Whatever the run computed rests on data it
+    changed, so it fails whatever its status was; ``meta["problem_changed"]`` names what
+    changed, and the caller reloads the problem (``execute_task`` does).
+    """
+    memo: dict[int, str] = {}
+    changed = run_problem.changed_data(memo)
+    changed += [c for c in problem.changed_data(memo) if c not in changed]
+    if not changed:
+        return status
+    summary = f"ProblemChangedError: problem data changed during the run: {', '.join(changed)}"
+    meta["problem_changed"] = changed
+    meta["error_summary"] = summary
+    meta["error"] = f"{meta['error']}\n{summary}" if meta.get("error") else summary
+    rows[-1]["status"] = "failed"
+    return "failed"
+
+
+def _finish(
+    result: RunResult, problem: CRFProblem, run_problem: CRFProblem, clock: _Clock
+) -> RunResult:
+    """Record the final counters, status and optimizer time in the run's metadata.
+
+    The run's counters are copied to ``problem.counters`` (which shows the last run's
+    work, as it did when runs counted there); the run's own copy is dropped, so later
+    calls from a leftover thread count into an array nobody reads.
+    """
+    problem.counters.array[:] = run_problem.counters.array
+    result.meta["final_counters"] = run_problem.counters.snapshot().as_dict()
     result.meta["status"] = result.status
     result.meta["time_s"] = clock.elapsed
     return result
+
+
+#: Blocks in a row that advance none of the counters the budget ends on before the
+#: runner fails the run instead of looping for ever (a plugin that resets its counters
+#: or never counts). Blocks stop growing while stalled, so this bounds the iterations.
+MAX_STALLED_BLOCKS = 50
+
+#: Counters that may only grow during the optimizer's blocks.
+_GUARDED = (
+    "oracle_calls",
+    "forward_calls",
+    "updates",
+    "iterations",
+    "init_oracle_calls",
+    "init_forward_calls",
+)
 
 
 def _loop(
@@ -528,6 +592,12 @@ def _loop(
     counters = problem.counters
     n = problem.n
     next_cp = schedule.next_after(0.0)
+    # The guard: counters the budget (or the next checkpoint) waits for. Work always
+    # (passes, oracle calls and checkpoints are measured in it); iterations or updates
+    # only when the budget limits them. A seconds limit ends a run by itself.
+    progress = ["oracle_calls", "forward_calls"]
+    progress += [c for c in ("iterations", "updates") if getattr(budget, c) is not None]
+    stalled_blocks, last_k = 0, 1
 
     def work() -> int:
         return counters.oracle_calls + counters.forward_calls
@@ -563,14 +633,36 @@ def _loop(
         if budget.iterations is not None:
             k = min(k, max(1, budget.iterations - s.iterations))
 
-        before_iter = s.iterations
-        before_work = work()
+        if stalled_blocks:
+            k = min(k, last_k)  # no geometric growth while nothing advances
         with clock.timing():
             done = opt.run_block(k)
-        stalled = counters.iterations == before_iter and work() == before_work
+        after = counters.snapshot()
+        backwards = [
+            f"{name} {getattr(s, name)} → {getattr(after, name)}"
+            for name in _GUARDED
+            if getattr(after, name) < getattr(s, name)
+        ]
+        if backwards:
+            raise RuntimeError(
+                f"{type(opt).__name__}.run_block({k}) made the work counters go backwards "
+                f"({', '.join(backwards)}): only the counted oracles and Optimizer.count() "
+                "may change them, and only upwards"
+            )
+        advanced = [name for name in progress if getattr(after, name) > getattr(s, name)]
+        stalled = after.iterations == s.iterations and work() == s.oracle_calls + s.forward_calls
         if done == 0 and not opt.converged and stalled:
             raise RuntimeError(
                 f"{type(opt).__name__}.run_block({k}) made no progress and did not converge"
+            )
+        stalled_blocks = 0 if advanced or opt.converged else stalled_blocks + 1
+        last_k = k
+        if stalled_blocks >= MAX_STALLED_BLOCKS:
+            raise RuntimeError(
+                f"{type(opt).__name__} made no progress: {stalled_blocks} blocks in a row "
+                f"(the last of {k} iterations) advanced none of the counters the budget "
+                f"ends on ({', '.join(progress)}); a run that never reaches its budget "
+                "would not end"
             )
 
         passes_now = counters.effective_passes

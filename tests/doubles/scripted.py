@@ -3,16 +3,25 @@
 A plain stochastic gradient method with a constant step (it keeps every contract of the
 conformance suite) plus switches for what tests need to provoke: NaN weights, an error
 in ``step()`` (``RuntimeError``, ``TypeError`` or ``MemoryError``), a hang, slow steps,
-and a warm start that does counted work in ``setup()``. It is a valid plugin file, loaded
-with ``--plugin-dir tests/doubles`` (or :func:`plugin_dir`), and importable as
-``doubles.scripted`` for tests that build specs directly.
+a warm start that does counted work in ``setup()``, and the attacks on other runs of
+one process that run isolation must stop (issue 17): rewriting the labels
+(``mutate-labels``: re-flags the array writeable, else writes through its raw address as
+compiled code could), forcing λ (``mutate-lam``), a thread that keeps calling the oracle
+after the run (``leftover-thread``, for ``linger`` seconds) and resetting the counters at
+every step (``reset-counters``). The one-shot faults strike at iteration ``at`` only.
+It is a valid plugin file, loaded with ``--plugin-dir tests/doubles`` (or
+:func:`plugin_dir`), and importable as ``doubles.scripted`` for tests that build specs
+directly.
 
 Registered variants: ``scripted`` (no fault by default), ``warm`` (6 passes of counted
-work in ``setup()``) and the four broken plugins the conformance suite must catch
-(``broken-nan-late``, ``broken-nan-early``, ``broken-raises``, ``broken-heavy-init``).
+work in ``setup()``) and the five broken plugins the conformance suite must catch
+(``broken-nan-late``, ``broken-nan-early``, ``broken-raises``, ``broken-heavy-init``,
+``broken-resets-counters``).
 """
 
+import ctypes
 import shutil
+import threading
 import time
 from pathlib import Path
 
@@ -20,7 +29,19 @@ import numpy as np
 
 import crfopt
 
-FAULTS = ("none", "nan", "raise", "type-error", "memory", "hang")
+FAULTS = (
+    "none",
+    "nan",
+    "raise",
+    "type-error",
+    "memory",
+    "hang",
+    "mutate-labels",
+    "mutate-lam",
+    "leftover-thread",
+    "reset-counters",
+)
+ONE_SHOT = ("mutate-labels", "mutate-lam", "leftover-thread")
 
 
 class Scripted(crfopt.Optimizer):
@@ -32,6 +53,7 @@ class Scripted(crfopt.Optimizer):
         "at": crfopt.Param(25, int, "first iteration of the fault", low=1),
         "sleep": crfopt.Param(0.0, float, "seconds to sleep per step", low=0.0),
         "warm_passes": crfopt.Param(0, int, "passes of gradient descent in setup()", low=0),
+        "linger": crfopt.Param(5.0, float, "seconds a leftover thread calls the oracle", low=0.0),
     }
     capabilities = frozenset({"stochastic"})
 
@@ -51,8 +73,11 @@ class Scripted(crfopt.Optimizer):
         grad = self.problem.oracle(i, self._w, gradient=True).gradient.to_dense(self.problem)
         self._w -= self.params["step_size"] * (grad + self.problem.lam * self._w)
         self._it += 1
-        if self._it >= self.params["at"]:
-            self._fault(self.params["fault"])
+        fault = self.params["fault"]
+        if self._it == self.params["at"] or (
+            self._it > self.params["at"] and fault not in ONE_SHOT
+        ):
+            self._fault(fault)
         if self.params["sleep"]:
             time.sleep(self.params["sleep"])
         self.count(iterations=1, updates=1)
@@ -69,6 +94,29 @@ class Scripted(crfopt.Optimizer):
         elif fault == "hang":
             while True:
                 time.sleep(0.05)
+        elif fault == "mutate-labels":
+            y = self.problem.labels
+            try:
+                y.setflags(write=True)
+                target = y
+            except ValueError:  # sealed: write through the raw address instead
+                raw = (ctypes.c_byte * y.nbytes).from_address(y.ctypes.data)
+                target = np.frombuffer(raw, dtype=y.dtype)
+            target[:] = (target + 1) % self.problem.n_labels
+        elif fault == "mutate-lam":
+            object.__setattr__(self.problem, "_lam", 10.0 * self.problem.lam)
+        elif fault == "leftover-thread":
+            problem, w = self.problem, self._w.copy()
+            deadline = time.monotonic() + self.params["linger"]
+
+            def keep_calling():
+                while time.monotonic() < deadline:
+                    problem.oracle(0, w)
+                    time.sleep(0.001)
+
+            threading.Thread(target=keep_calling, name="scripted-leftover", daemon=True).start()
+        elif fault == "reset-counters":
+            self.problem.counters.reset()
 
 
 def spec(name="scripted", **defaults):
@@ -84,6 +132,7 @@ def crfopt_register_optimizers():
         spec("broken-nan-early", fault="nan", at=6),
         spec("broken-raises", fault="type-error", at=1),
         spec("broken-heavy-init", warm_passes=20),
+        spec("broken-resets-counters", fault="reset-counters", at=3),
         spec("warm", warm_passes=6),
     ]
 
