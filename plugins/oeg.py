@@ -26,7 +26,8 @@ SBA15 §6 fn. 9 and App. D (OEG-10 initialization, first-pass permutation).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -269,6 +270,32 @@ class OEG(crfopt.Optimizer):
     }
     capabilities = frozenset({"stochastic", "has_dual"})
     cost = crfopt.Cost(oracle_calls=(1, 20), updates=(0, 1), init_passes=1.0)  # gibbs μ⁰
+
+    @classmethod
+    def state_memory(cls, problem: crfopt.CRFProblem, params: Mapping[str, Any]) -> int:
+        """Bytes of the state :meth:`setup` allocates, from the problem's shapes.
+
+        float64 throughout: the dual log-marginals (N·K + (N-n)·K²), the node scores θ
+        (N·K), the per-sequence K×K tables M and P (2·n·K²), two weight vectors (w and
+        ŵ(μ⁰)), the per-sequence scalars and the work arrays of one trial (about
+        3·(L-1)·K² + 6·L·K, plus the gibbs edge table of setup).
+        """
+        K, kd, n, N = problem.n_labels, problem.data, problem.n, problem.n_tokens
+        L = int(kd.max_len)
+        E = max(L - 1, 1)
+        support = int(kd.n_attributes) if kd.dense else int(np.diff(kd.support_ptr).max())
+        work = 4 * E * K * K + 7 * L * K + 3 * K * K + support * K
+        return int(
+            problem.dual_memory(8) + 8 * (N * K + 2 * n * K * K + 2 * problem.dim + 4 * n + work)
+        )
+
+    @classmethod
+    def decline(
+        cls, problem: crfopt.CRFProblem, params: Mapping[str, Any], limits: Any
+    ) -> str | None:
+        """Decline when the state (:meth:`state_memory`) exceeds the memory limit
+        (the user's ``max_memory``, by default the machine's available memory)."""
+        return limits.decline_memory(cls.state_memory(problem, params))
 
     def setup(self) -> None:
         p = self.problem

@@ -596,24 +596,35 @@ class SDCA(crfopt.Optimizer):
     cost = crfopt.Cost(init_passes=1.0)  # the gibbs μ⁰: one oracle_scores per sequence
 
     @classmethod
+    def state_memory(cls, problem: crfopt.CRFProblem, params: Mapping[str, Any]) -> int:
+        """Bytes of the state :meth:`setup` allocates, from the problem's shapes.
+
+        The dual log-marginals (N·K node + (N-n)·K² edge entries, LPL18 Table 1: 1.5 GB
+        for POS-WSJ in float64) dominate; then two weight vectors (w and ŵ(μ⁰) while it
+        is built), the per-sequence arrays (gaps, entropies, steps, the sampler's), the
+        line search's work tables (7 fields × (L·K + (L-1)·K²)) and the emission scratch.
+        """
+        itemsize = 4 if params["dtype"] == "float32" else 8
+        K, kd = problem.n_labels, problem.data
+        L = int(kd.max_len)
+        support = int(kd.n_attributes) if kd.dense else int(np.diff(kd.support_ptr).max())
+        work = len(_FIELDS) * (L * K + max(L - 1, 1) * K * K)
+        return int(
+            problem.dual_memory(itemsize)
+            + 8 * (2 * problem.dim + 8 * problem.n + work + support * K)
+        )
+
+    @classmethod
     def decline(
         cls, problem: crfopt.CRFProblem, params: Mapping[str, Any], limits: Any
     ) -> str | None:
-        """Decline when the dual log-marginals alone exceed the user's memory limit.
+        """Decline when the state (:meth:`state_memory`) exceeds the memory limit.
 
-        They are the one state that grows with N·K² (LPL18 Table 1: 1.5 GB for
-        POS-WSJ in float64), and allocating them is what would fail or swap.
+        The limit is the user's ``max_memory`` or, by default, the machine's available
+        memory: allocating the dual is what would fail or swap, late and without a word.
         """
-        if limits.max_memory is None:
-            return None
-        itemsize = 4 if params["dtype"] == "float32" else 8
-        need = problem.dual_memory(itemsize)
-        if need <= limits.max_memory:
-            return None
-        return (
-            f"the dual ({params['dtype']}) needs {need:,} bytes, over the memory limit of "
-            f"{limits.max_memory:,} bytes" + ("" if itemsize == 4 else "; dtype=float32 halves it")
-        )
+        hint = "" if params["dtype"] == "float32" else "dtype=float32 halves the dual"
+        return limits.decline_memory(cls.state_memory(problem, params), hint)
 
     def setup(self) -> None:
         p = self.problem

@@ -356,7 +356,8 @@ def test_declined_runs_are_skipped_named_and_not_failures(tmp_path):
     reason, shown in the summary, exit 0; rerun with a larger limit, it runs."""
     out = tmp_path / "mem"
     p = crfopt.load_problem("synthetic", n=30)
-    need = p.dual_memory(8)
+    sdca_gap = crfopt.get_registry().optimizer("sdca-gap")
+    need = sdca_gap.cls.state_memory(p, sdca_gap.resolve())
     args = ["compare", "--problem", "synthetic", "--set", "synthetic.n=30"]
     args += ["--optimizers", "sdca-gap,lbfgs", "--passes", 1, "--out", out, "--no-optimum"]
     res = invoke(*args, "--quiet", "--max-memory", need - 1)
@@ -364,7 +365,7 @@ def test_declined_runs_are_skipped_named_and_not_failures(tmp_path):
     table = crfopt.read_results(out)
     status = table.groupby("optimizer")["status"].last().to_dict()
     assert status == {"sdca-gap": "skipped", "lbfgs": "budget"}
-    assert "1 run(s) skipped" in res.output and f"needs {need:,} bytes" in res.output
+    assert "1 run(s) skipped" in res.output and f"({need:,} bytes)" in res.output
     from crfopt.bench.compare import skipped_runs, unsuccessful_runs
 
     assert len(unsuccessful_runs(table)) == 0

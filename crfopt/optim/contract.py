@@ -17,6 +17,7 @@ from __future__ import annotations
 import abc
 import json
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -204,11 +205,37 @@ class Cost:
             raise ValueError(f"Cost.init_passes must be finite and ≥ 0, got {self.init_passes!r}")
 
 
+GIB = 2**30
+
+
+def available_memory() -> int | None:
+    """Bytes of physical memory available to a new allocation now, or None if unknown.
+
+    Linux's ``MemAvailable`` (free memory plus the page cache it can reclaim) when
+    ``/proc/meminfo`` has it, else the free pages ``sysconf`` reports; None where neither
+    exists (then nothing is declined for want of memory).
+    """
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the unit is always kB
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        pages, size = os.sysconf("SC_AVPHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return pages * size if pages > 0 and size > 0 else None
+
+
 @dataclass(frozen=True)
 class RunLimits:
-    """Resource limits the user set for a run, shown to :meth:`Optimizer.decline`.
+    """Resource limits for a run, shown to :meth:`Optimizer.decline`.
 
-    ``max_memory``: bytes the optimizer's own state may take (None: no limit).
+    ``max_memory``: bytes the optimizer's own state may take; None means the memory
+    the machine has available when the run starts (:func:`available_memory`), so a
+    run whose state cannot fit is declined before it allocates, not killed after.
     """
 
     max_memory: int | None = None
@@ -217,6 +244,36 @@ class RunLimits:
         m = self.max_memory
         if m is not None and not (isinstance(m, int) and not isinstance(m, bool) and m > 0):
             raise ValueError(f"max_memory must be a positive number of bytes, got {m!r}")
+
+    def memory_limit(self) -> int | None:
+        """The limit in force: ``max_memory``, else the available memory (None: unknown)."""
+        return self.max_memory if self.max_memory is not None else available_memory()
+
+    def decline_memory(self, need: int, hint: str = "") -> str | None:
+        """The reason to decline a run whose state takes ``need`` bytes, or None if it fits.
+
+        For :meth:`Optimizer.decline`: ``"needs ~42.1 GiB of state (… bytes), limit 7.6 GiB
+        (…)"``;
+        ``hint`` (e.g. how to shrink the state) is appended.
+        """
+        limit = self.memory_limit()
+        if limit is None or need <= limit:
+            return None
+        source = (
+            "the max_memory / --max-memory limit"
+            if self.max_memory is not None
+            else "the memory available on this machine; max_memory / --max-memory sets another"
+        )
+        reason = f"needs ~{_size(need)} of state ({need:,} bytes), limit {_size(limit)} ({source})"
+        return f"{reason}; {hint}" if hint else reason
+
+
+def _size(nbytes: int) -> str:
+    """``42.1 GiB``: three significant digits in the largest binary unit that fits."""
+    for unit, scale in (("GiB", GIB), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes} bytes"
 
 
 class Optimizer(abc.ABC):
