@@ -286,3 +286,99 @@ def test_info_prints_the_template_as_rules(tmp_path, monkeypatch):
     assert "w = word at -2 -1 0 +1 +2" in res.output
     assert "pos|pos = pos[-2] & pos[-1]; pos[-1] & pos[0]" in res.output
     assert "{'name':" not in res.output and "'parts'" not in res.output
+
+
+# ------------------------------------------------------------------ layouts checked
+
+
+def _tagged_corpus(path: Path, *, sentences: int = 400, encoding: str = "utf-8") -> Path:
+    """A `word POS chunk` file: 3 columns whose middle one (POS) has more values than
+    the last one (chunk), so a POS-as-label mistake shows in the label set."""
+    import random
+
+    rng = random.Random(0)
+    words = [("the", "DT", "B-NP"), ("a", "DT", "B-NP"), ("cat", "NN", "I-NP"),
+             ("dogs", "NNS", "I-NP"), ("runs", "VBZ", "B-VP"), ("ran", "VBD", "B-VP"),
+             ("on", "IN", "B-PP"), ("quickly", "RB", "B-ADVP")]  # fmt: skip
+    lines = []
+    for _ in range(sentences):
+        lines += [" ".join(rng.choice(words)) for _ in range(rng.randint(2, 6))] + [""]
+    path.write_bytes("\n".join(lines).encode(encoding))
+    return path
+
+
+def test_train_reads_the_label_from_the_last_column(tmp_path, monkeypatch):
+    from crfopt.apps.model import Model
+
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    corpus = _tagged_corpus(tmp_path / "train.txt")
+    model = tmp_path / "m.crfopt"
+    res = CliRunner().invoke(
+        main,
+        ["train", "--problem", str(corpus), "--optimizer", "lbfgs", "--passes", "2",
+         "--model", str(model), "--quiet"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert sorted(Model.load(model).labels) == ["B-ADVP", "B-NP", "B-PP", "B-VP", "I-NP"]
+
+
+def test_an_undecodable_file_names_line_and_byte_and_train_takes_encoding(tmp_path, monkeypatch):
+    """The decoder reads 8 KiB chunks: the offset it reports is within a chunk. The
+    message must give the file's own line and byte, and --encoding must fix it."""
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    corpus = _tagged_corpus(tmp_path / "train.txt", encoding="latin-1")
+    clean = corpus.read_bytes()
+    bad = clean + "\ncafé NN I-NP\n".encode("latin-1")
+    corpus.write_bytes(bad)
+    byte = bad.index(b"\xe9")
+    line = bad[:byte].count(b"\n") + 1
+    assert byte > 8192  # past the first chunk, where the old offset went wrong
+    args = ["train", "--problem", str(corpus), "--optimizer", "lbfgs", "--passes", "1"]
+    args += ["--model", str(tmp_path / "m.crfopt"), "--quiet"]
+    res = CliRunner().invoke(main, args, terminal_width=300)
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.output.split())
+    assert f"{corpus}:{line}:" in text and f"at byte {byte})" in text
+    assert "--encoding" in text
+    res = CliRunner().invoke(main, [*args, "--encoding", "latin-1"])
+    assert res.exit_code == 0, res.output
+
+
+def test_a_run_stopped_far_from_the_optimum_says_so(tmp_path, monkeypatch):
+    """Two passes of L-BFGS leave it far from P* (sub-optimality ≫ 1 % of P(0)); the
+    summary says so and names the run. Enough passes of sdca-gap: no note."""
+    import crfopt
+
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "r"
+    res = CliRunner().invoke(
+        main,
+        ["compare", "--problem", "synthetic", "--set", "synthetic.n=40", "--optimizers",
+         "lbfgs", "--passes", "2", "--out", str(out), "--quiet"],
+        terminal_width=300,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    table = crfopt.read_results(out)
+    last = table.sort_values("checkpoint").iloc[-1]
+    p0 = crfopt.load_problem("synthetic", n=40).primal_at_zero()
+    assert last["status"] == "budget" and last["suboptimality"] / p0 > 0.01  # the premise
+    assert "1 run(s) stopped on the budget far from the optimum" in res.output
+    assert f"P(w) - P* = {last['suboptimality']:.3g}" in res.output
+
+    res = CliRunner().invoke(
+        main,
+        ["compare", "--problem", "synthetic", "--set", "synthetic.n=40", "--optimizers",
+         "sdca-gap", "--passes", "40", "--out", str(tmp_path / "r2"), "--quiet"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "far from the optimum" not in res.output
+
+    res = CliRunner().invoke(
+        main,
+        ["train", "--problem", "synthetic", "--set", "synthetic.n=40", "--optimizer", "lbfgs",
+         "--passes", "2", "--model", str(tmp_path / "m.crfopt"), "--quiet"],
+        terminal_width=300,
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "training stopped on its budget of 2 passes" in res.output
+    assert "far from the optimum" in res.output

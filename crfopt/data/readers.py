@@ -11,6 +11,7 @@ strings. Feature templates (:mod:`crfopt.data.features`) turn it into a
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import io
 import os
@@ -89,11 +90,43 @@ def _lines(path: str | os.PathLike[str], encoding: str) -> Iterator[tuple[int, s
     except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
         raise DataFormatError(path, f"not a valid gzip file ({exc})") from None
     except UnicodeDecodeError as exc:
+        # The decoder saw one buffered chunk: its offset is within that chunk, and it
+        # knows no line. Find both by decoding the raw lines again.
+        line, offset, reason = _undecodable(path, encoding, exc)
+        where = f"byte {offset}" + (" of the decompressed content" if _is_gzip(path) else "")
         raise DataFormatError(
             path,
-            f"cannot be decoded as {encoding} ({exc.reason} at byte {exc.start}); "
-            "give the right encoding (e.g. latin-1)",
+            f"cannot be decoded as {encoding} ({reason} at {where}); the file may use another "
+            "encoding: give it with --encoding (e.g. --encoding latin-1)",
+            line,
         ) from None
+
+
+def _is_gzip(path: str | os.PathLike[str]) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def _undecodable(
+    path: str | os.PathLike[str], encoding: str, exc: UnicodeDecodeError
+) -> tuple[int | None, int, str]:
+    """(line, byte offset in the file, reason) of the first byte ``encoding`` rejects.
+
+    Lines are split at b"\\n", which is exact for ASCII-compatible encodings (the ones
+    where a line can be named at all); should the raw pass not fail, the chunk-relative
+    position of the original error is all there is.
+    """
+    decoder = codecs.getincrementaldecoder(encoding)()
+    offset = 0
+    opener = gzip.open if _is_gzip(path) else open
+    with opener(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                decoder.decode(raw)
+            except UnicodeDecodeError as err:
+                return number, offset + err.start, err.reason
+            offset += len(raw)
+    return None, exc.start, exc.reason
 
 
 def _sentences(

@@ -271,7 +271,12 @@ def compare_cmd(
       crfopt compare --problem train.conll --template ner --test test.conll \\
           --optimizers sdca-gap --out results/mine
     """
-    from crfopt.bench.compare import compare, skipped_runs, unsuccessful_runs
+    from crfopt.bench.compare import (
+        compare,
+        far_from_optimum,
+        skipped_runs,
+        unsuccessful_runs,
+    )
     from crfopt.bench.runner import Budget
     from crfopt.optim.contract import ParameterError
 
@@ -348,6 +353,18 @@ def compare_cmd(
             err_console.print(
                 f"  skipped {escape(str(r['problem']))} · {escape(str(r['optimizer']))} · "
                 f"seed {r['seed']}: {escape(str(r['reason']))}"
+            )
+    far = far_from_optimum(table)
+    if len(far):
+        err_console.print(
+            f"[yellow]{len(far)} run(s) stopped on the budget far from the optimum[/] "
+            "(raise --passes, or set --target-gap / --target-suboptimality):"
+        )
+        for _, r in far.iterrows():
+            err_console.print(
+                f"  {escape(str(r['problem']))} · {escape(str(r['optimizer']))} · seed "
+                f"{r['seed']}: after {r['effective_passes']:.3g} passes, {r['measure']} = "
+                f"{r['value']:.3g} = {r['relative']:.2g} × P(0)"
             )
     bad = unsuccessful_runs(table)
     if len(bad):

@@ -142,6 +142,17 @@ def train_cmd(
             table.add_row(key, f"{value:.6g}" if isinstance(value, float) else escape(str(value)))
     table.add_row("model", escape(f"{path} ({human_bytes(path.stat().st_size)})"))
     console.print(table)
+    if info.get("status") == "budget":
+        from crfopt.bench.compare import FAR_FROM_OPTIMUM, distance_from_optimum
+
+        found = distance_from_optimum(info, problem.primal_at_zero())
+        if found is not None and found[2] > FAR_FROM_OPTIMUM:
+            measure, value, relative = found
+            err_console.print(
+                f"[yellow]note:[/] training stopped on its budget of {passes:g} passes with "
+                f"{measure} = {value:.3g} = {relative:.2g} × P(0): the model may be far from "
+                "the optimum; raise --passes or set --target-gap"
+            )
     if model.template is None:
         err_console.print(
             "[yellow]note:[/] this problem has no text template: `crfopt tag` cannot use the "
