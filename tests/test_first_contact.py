@@ -382,3 +382,27 @@ def test_a_run_stopped_far_from_the_optimum_says_so(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     assert "training stopped on its budget of 2 passes" in res.output
     assert "far from the optimum" in res.output
+
+
+def test_tagging_a_file_whose_columns_are_not_the_models_warns(tmp_path, monkeypatch):
+    """`word label` has as many columns as the model's `word pos` input without labels:
+    the counts cannot tell, the values can (labels where POS tags belong)."""
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    corpus = _tagged_corpus(tmp_path / "train.txt")
+    model = tmp_path / "m.crfopt"
+    res = CliRunner().invoke(
+        main,
+        ["train", "--problem", str(corpus), "--optimizer", "lbfgs", "--passes", "2",
+         "--model", str(model), "--quiet"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    rows = [line.split() for line in corpus.read_text().splitlines()]
+    good = tmp_path / "word_pos.txt"
+    good.write_text("\n".join(" ".join(r[:2]) for r in rows))
+    wrong = tmp_path / "word_label.txt"
+    wrong.write_text("\n".join(" ".join([r[0], r[2]]) if r else "" for r in rows))
+    res = CliRunner().invoke(main, ["tag", "--model", str(model), str(good)])
+    assert res.exit_code == 0 and "warning" not in res.output, res.output
+    res = CliRunner().invoke(main, ["tag", "--model", str(model), str(wrong)], terminal_width=300)
+    assert res.exit_code == 0, res.output
+    assert "warning: column 'pos'" in res.output and "100% of its tokens" in res.output

@@ -184,10 +184,55 @@ def _apply_to_input(
         )
     except (DataFormatError, TaggingError) as exc:
         raise click.UsageError(str(exc)) from None
+    for column, share, example in _unseen_columns(model, corpus):
+        err_console.print(
+            f"[yellow]warning:[/] column {escape(column)!r} of {escape(input_path)}: "
+            f"{share:.0%} of its tokens hold values the model never saw there in training "
+            f"(e.g. {escape(example)!r}); is the file in the model's layout "
+            f"({escape(', '.join(corpus.columns))})? If not, name its columns with --columns"
+        )
     try:
         return model, apply(model, corpus), fmt
     except TaggingError as exc:
         raise click.UsageError(str(exc)) from None
+
+
+#: Above this share of tokens with values unknown to the model, a (closed-class) column
+#: is more likely another column than new vocabulary: a `word label` file read as
+#: `word pos` has labels where the model expects POS tags, all unseen.
+UNSEEN_COLUMN_SHARE = 0.5
+
+
+def _unseen_columns(model: Any, corpus: Any) -> list[tuple[str, float, str]]:
+    """(column, share of tokens, an example) of each non-word column of ``corpus`` whose
+    values at the token itself are mostly unknown to the model's attribute dictionary.
+
+    Checked through the template's plain features at offset 0 (``pos[0]=NN``): the
+    column counts may match the model's layout while the columns themselves do not.
+    """
+    from crfopt.apps.tagging import model_template
+    from crfopt.data.readers import WORD_COLUMN
+
+    try:
+        template = model_template(model)
+    except Exception:  # no text template: tag/evaluate report that themselves
+        return []
+    known = set(model.attributes)
+    out = []
+    for feat in template.features:
+        if len(feat.parts) != 1:
+            continue
+        part = feat.parts[0]
+        if part.transform != "identity" or part.offset != 0 or part.column == WORD_COLUMN:
+            continue
+        if part.column not in corpus.columns:
+            continue
+        j = corpus.columns.index(part.column)
+        values = [tok[j] for sent in corpus.sentences for tok in sent]
+        unseen = [v for v in values if f"{feat.label()}={v}" not in known]
+        if values and len(unseen) / len(values) > UNSEEN_COLUMN_SHARE:
+            out.append((part.column, len(unseen) / len(values), unseen[0]))
+    return out
 
 
 input_options = [
