@@ -226,7 +226,7 @@ def test_a_rewritten_problem_is_reloaded_before_the_next_task(tmp_path):
 def test_a_leftover_thread_cannot_reach_the_next_runs_counters():
     p = _problem()
     alone = run(_problem(), SPEC, passes=2)
-    run(p, SPEC, passes=1, fault="leftover-thread", at=2, linger=10.0)
+    run(p, SPEC, passes=1, fault="leftover-thread", at=2)
     nxt = run(p, SPEC, passes=2)
     assert any(t.name == "scripted-leftover" and t.is_alive() for t in threading.enumerate())
     cols = ["iterations", "oracle_calls", "forward_calls", "updates", "effective_passes"]

@@ -7,7 +7,7 @@ a warm start that does counted work in ``setup()``, and the attacks on other run
 one process that run isolation must stop (issue 17): rewriting the labels
 (``mutate-labels``: re-flags the array writeable, else writes through its raw address as
 compiled code could), forcing λ (``mutate-lam``), a thread that keeps calling the oracle
-after the run (``leftover-thread``, for ``linger`` seconds) and resetting the counters at
+after the run (``leftover-thread``, for ``LINGER`` seconds) and resetting the counters at
 every step (``reset-counters``). The one-shot faults strike at iteration ``at`` only.
 It is a valid plugin file, loaded with ``--plugin-dir tests/doubles`` (or
 :func:`plugin_dir`), and importable as ``doubles.scripted`` for tests that build specs
@@ -42,6 +42,7 @@ FAULTS = (
     "reset-counters",
 )
 ONE_SHOT = ("mutate-labels", "mutate-lam", "leftover-thread")
+LINGER = 10.0  # seconds a leftover thread keeps calling the oracle (outlives the next run)
 
 
 class Scripted(crfopt.Optimizer):
@@ -53,7 +54,6 @@ class Scripted(crfopt.Optimizer):
         "at": crfopt.Param(25, int, "first iteration of the fault", low=1),
         "sleep": crfopt.Param(0.0, float, "seconds to sleep per step", low=0.0),
         "warm_passes": crfopt.Param(0, int, "passes of gradient descent in setup()", low=0),
-        "linger": crfopt.Param(5.0, float, "seconds a leftover thread calls the oracle", low=0.0),
     }
     capabilities = frozenset({"stochastic"})
 
@@ -107,7 +107,7 @@ class Scripted(crfopt.Optimizer):
             object.__setattr__(self.problem, "_lam", 10.0 * self.problem.lam)
         elif fault == "leftover-thread":
             problem, w = self.problem, self._w.copy()
-            deadline = time.monotonic() + self.params["linger"]
+            deadline = time.monotonic() + LINGER
 
             def keep_calling():
                 while time.monotonic() < deadline:
