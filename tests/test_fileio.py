@@ -54,3 +54,42 @@ def test_failed_write_leaves_nothing_behind(tmp_path):
         raise RuntimeError("crash in the middle")
     assert target.read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.txt"]
+
+
+def test_downloaded_data_files_use_the_umask(tmp_path, monkeypatch, umask):
+    """pooch downloads into a mkstemp file (0600); the stored data file follows the umask."""
+    import hashlib
+    import tempfile
+
+    import pooch
+
+    from crfopt.data.sources import DataFile, fetch
+
+    content = b"token\tlabel\n"
+
+    def fake_retrieve(url, known_hash, fname, path, **kwargs):
+        fd, name = tempfile.mkstemp(dir=path)  # as pooch.utils.temporary_file does
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+        return name
+
+    monkeypatch.setattr(pooch, "retrieve", fake_retrieve)
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    df = DataFile("x.txt", "demo", sha256=hashlib.sha256(content).hexdigest(), url="http://x")
+    target = fetch(df)
+    assert target.read_bytes() == content
+    assert _mode(target) == 0o666 & ~umask
+
+
+def test_lock_files_and_damaged_folder_use_the_umask(tmp_path, umask):
+    from crfopt.bench.results import quarantine
+    from crfopt.data.fileio import file_lock
+
+    with file_lock(tmp_path / "locks" / "a.lock"):
+        pass
+    assert _mode(tmp_path / "locks" / "a.lock") == 0o666 & ~umask
+    run_file = write_run(tmp_path / "run-x.parquet", empty_frame(), {"k": 1})
+    with pytest.warns(UserWarning, match="run-x.parquet"):
+        moved = quarantine(run_file, "test")
+    assert _mode(moved) == 0o666 & ~umask
+    assert _mode(moved.parent) == 0o777 & ~umask

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crfopt.data.fileio import current_umask
 from crfopt.data.paths import DataNotFoundError, cache_dir
 
 #: Set to 1/true/yes/on to forbid every download (files must then be present).
@@ -227,6 +228,7 @@ def fetch(df: DataFile, *, progress: bool = False, force: bool = False) -> Path:
                 downloader=pooch.HTTPDownloader(progressbar=bar),
             )
         )
+        os.chmod(downloaded, 0o666 & ~current_umask())  # pooch's temporary file is 0600
         digest = sha256_of(downloaded)
         if digest == df.sha256:
             os.replace(downloaded, target)
