@@ -18,13 +18,26 @@ key             type                           content
 
 Text is stored as UTF-8 bytes rather than NumPy string arrays so that a million
 attribute names cost their length, not a million times the longest one.
+
+Reading is bounded: before any entry is decompressed, the archive's entry names, the
+uncompressed sizes it declares and each ``.npy`` header (dtype, shape) are checked
+against the format, against each other (emission K×A with K labels and A attributes…)
+and against a byte limit, and an entry is never read past its declared size. Label
+names may not contain whitespace or control characters (``crfopt tag`` writes them
+into columns of text lines). Anything malformed is a :class:`ModelFormatError` saying
+what is wrong.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import struct
+import unicodedata
 import zipfile
+import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +55,89 @@ class ModelFormatError(ValueError):
     """A model file that is not a crfopt model, is corrupted, or has another version."""
 
 
+#: The entries of a model file: (dtype kind, item size, number of dimensions).
+_ENTRIES: dict[str, tuple[str, int, int]] = {
+    "meta": ("u", 1, 1),
+    "labels": ("u", 1, 1),
+    "attributes": ("u", 1, 1),
+    "emission": ("f", 8, 2),
+    "bias": ("f", 8, 2),
+    "transition": ("f", 8, 2),
+}
+_REQUIRED = ("meta", "labels", "attributes", "emission", "transition")
+#: Metadata and the label list are small (a template, a run summary, K names).
+_MAX_SMALL_TEXT = 64 * 2**20
+#: deflate reaches ~1000:1 only on runs of equal bytes; trained float64 weights barely
+#: compress and name lists ~10:1, so a large entry beyond this is a zip bomb.
+_MAX_RATIO = 200
+_RATIO_FROM = 2**20  # tiny entries (an all-zero bias block) may compress further
+#: Default limit on the uncompressed size of a model when the OS does not tell how much
+#: memory is available.
+_FALLBACK_MAX_BYTES = 16 * 2**30
+#: Errors a damaged archive raises from zipfile, zlib and numpy's header parser.
+_DAMAGE = (
+    OSError,
+    EOFError,
+    ValueError,
+    zipfile.BadZipFile,
+    zlib.error,
+    struct.error,
+    NotImplementedError,  # an unknown compression method
+    UnicodeDecodeError,
+    KeyError,
+    IndexError,
+    OverflowError,
+    SyntaxError,  # numpy's header parser (ast.literal_eval)
+    TypeError,
+)
+
+
+def check_label_names(labels: Sequence[Any], where: str = "labels") -> list[str]:
+    """The labels as a list of str, refused if a name could not be written back safely.
+
+    ``crfopt tag`` appends each predicted label to a text line as one column, so a name
+    must be non-empty, unique and free of whitespace and control characters (a newline
+    would inject lines, a tab or space extra columns, ESC terminal sequences).
+    """
+    if isinstance(labels, (str, bytes)) or not isinstance(labels, Sequence):
+        raise ModelFormatError(f"{where}: expected a list of label names")
+    if not labels:
+        raise ModelFormatError(f"{where}: no labels")
+    for k, name in enumerate(labels):
+        if not isinstance(name, str):
+            raise ModelFormatError(f"{where}: label {k} is a {type(name).__name__}, not a string")
+        if not name:
+            raise ModelFormatError(f"{where}: label {k} is empty")
+        for ch in name:
+            if ch.isspace() or unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp"):
+                raise ModelFormatError(
+                    f"{where}: label {k} ({name!r}) contains U+{ord(ch):04X} "
+                    f"({unicodedata.name(ch, 'a control character')}); label names may not "
+                    "contain whitespace or control characters"
+                )
+    if len(set(labels)) != len(labels):
+        dup = next(x for j, x in enumerate(labels) if x in labels[:j])
+        raise ModelFormatError(f"{where}: label {dup!r} occurs more than once")
+    return list(labels)
+
+
+def _check_attribute_names(attributes: Any, where: str) -> list[str]:
+    if isinstance(attributes, (str, bytes)) or not isinstance(attributes, Sequence):
+        raise ModelFormatError(f"{where}: expected a list of attribute names")
+    if not all(isinstance(a, str) for a in attributes):
+        raise ModelFormatError(f"{where}: attribute names must all be strings")
+    if len(set(attributes)) != len(attributes):
+        raise ModelFormatError(f"{where}: attribute names are not unique")
+    return list(attributes)
+
+
+def default_max_bytes() -> int:
+    """The default limit of :meth:`Model.load`: the memory available now (else 16 GiB)."""
+    from crfopt.optim.contract import available_memory
+
+    return available_memory() or _FALLBACK_MAX_BYTES
+
+
 def _text(obj: Any) -> np.ndarray:
     return np.frombuffer(json.dumps(obj, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
 
@@ -49,8 +145,136 @@ def _text(obj: Any) -> np.ndarray:
 def _untext(arr: np.ndarray, path: str, key: str) -> Any:
     try:
         return json.loads(bytes(arr.astype(np.uint8)).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # ValueError covers JSONDecodeError and the int-digit limit of huge numbers
         raise ModelFormatError(f"{path}: entry {key!r} is not valid UTF-8 JSON ({exc})") from None
+
+
+class _Entry:
+    """One ``.npy`` member of the archive, its header read and checked, data not yet."""
+
+    def __init__(self, zf: zipfile.ZipFile, info: zipfile.ZipInfo, key: str, path: str):
+        self.zf, self.info, self.key, self.path = zf, info, key, path
+        kind, itemsize, ndim = _ENTRIES[key]
+        where = f"{path}: entry {key!r}"
+        with zf.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ModelFormatError(f"{where}: unsupported .npy version {version}")
+            self.offset = f.tell()
+        if dtype.kind != kind or dtype.itemsize != itemsize or dtype.hasobject:
+            raise ModelFormatError(
+                f"{where}: dtype {dtype.str}, expected {'uint8' if kind == 'u' else 'float64'}"
+            )
+        if len(shape) != ndim or any(d < 0 for d in shape):
+            raise ModelFormatError(f"{where}: shape {shape}, expected {ndim} dimension(s)")
+        self.shape, self.fortran, self.dtype = tuple(shape), bool(fortran), dtype
+        self.nbytes = math.prod(shape) * itemsize
+        if info.file_size != self.offset + self.nbytes:
+            raise ModelFormatError(
+                f"{where}: the archive declares {info.file_size:,} bytes but its header "
+                f"{shape} {dtype.str} makes {self.offset + self.nbytes:,}"
+            )
+
+    def read(self) -> np.ndarray:
+        """The array, reading exactly the declared bytes (the CRC is checked at the end)."""
+        with self.zf.open(self.info) as f:
+            f.read(self.offset)
+            data = f.read(self.nbytes)
+            if len(data) != self.nbytes or f.read(1):
+                raise ModelFormatError(f"{self.path}: entry {self.key!r} is truncated")
+        arr = np.frombuffer(data, dtype=self.dtype)
+        arr = arr.reshape(self.shape, order="F" if self.fortran else "C")
+        return arr.astype(self.dtype.newbyteorder("="), copy=True)
+
+
+def _entries(zf: zipfile.ZipFile, path: str, max_bytes: int) -> dict[str, _Entry]:
+    """The archive's members checked against the format and the limits, headers read."""
+    infos: dict[str, zipfile.ZipInfo] = {}
+    for info in zf.infolist():
+        key = info.filename[:-4] if info.filename.endswith(".npy") else None
+        if key not in _ENTRIES:
+            raise ModelFormatError(f"{path}: unexpected entry {info.filename!r} in a model file")
+        if key in infos:
+            raise ModelFormatError(f"{path}: entry {info.filename!r} occurs twice")
+        infos[key] = info
+    missing = [k for k in _REQUIRED if k not in infos]
+    if missing:
+        raise ModelFormatError(f"{path}: missing entries {missing}")
+    total = sum(i.file_size for i in infos.values())
+    if total > max_bytes:
+        raise ModelFormatError(
+            f"{path}: the entries declare {total:,} bytes uncompressed, over the limit of "
+            f"{max_bytes:,} (max_bytes)"
+        )
+    for key, info in infos.items():
+        if key in ("meta", "labels") and info.file_size > _MAX_SMALL_TEXT:
+            raise ModelFormatError(
+                f"{path}: entry {key!r} declares {info.file_size:,} bytes; at most "
+                f"{_MAX_SMALL_TEXT:,} are expected"
+            )
+        if info.file_size > _RATIO_FROM and info.file_size > _MAX_RATIO * info.compress_size:
+            raise ModelFormatError(
+                f"{path}: entry {key!r} expands {info.compress_size:,} compressed bytes to "
+                f"{info.file_size:,} (over {_MAX_RATIO}:1): not model weights"
+            )
+    return {key: _Entry(zf, info, key, path) for key, info in infos.items()}
+
+
+def _check_shapes(entries: dict[str, _Entry], path: str) -> tuple[int, int]:
+    """(K, A) from the weight blocks' declared shapes, which must agree with each other."""
+    K, A = entries["emission"].shape
+    expected = {"emission": (K, A), "transition": (K, K), "bias": (K, 3)}
+    for key, shape in expected.items():
+        if key in entries and entries[key].shape != shape:
+            raise ModelFormatError(
+                f"{path}: {key} has shape {entries[key].shape}, expected {shape} "
+                f"(emission is {K}×{A})"
+            )
+    return K, A
+
+
+def _check_meta(meta: Any, path: str) -> dict[str, Any]:
+    if not isinstance(meta, dict):
+        raise ModelFormatError(
+            f"{path}: bad metadata (a JSON {type(meta).__name__}, not an object)"
+        )
+    if meta.get("format") != FORMAT:
+        raise ModelFormatError(f"{path}: not a crfopt model (format {meta.get('format')!r})")
+    if meta.get("version") != VERSION or isinstance(meta.get("version"), bool):
+        raise ModelFormatError(
+            f"{path}: model format version {meta.get('version')!r}; this crfopt "
+            f"({__version__}) reads version {VERSION}"
+        )
+    if not isinstance(meta.get("bias"), bool):
+        raise ModelFormatError(f"{path}: metadata 'bias' must be true or false")
+    training = meta.get("training")
+    if training is not None and not isinstance(training, dict):
+        raise ModelFormatError(f"{path}: metadata 'training' must be an object")
+    corpus = (training or {}).get("corpus")
+    if corpus is not None:
+        ok = (
+            isinstance(corpus, dict)
+            and corpus.get("format", "conll") in ("conll", "conllu")
+            and isinstance(corpus.get("columns") or [], list)
+            and all(isinstance(c, str) for c in corpus.get("columns") or [])
+            and isinstance(corpus.get("label"), (str, type(None)))
+        )
+        if not ok:
+            raise ModelFormatError(f"{path}: metadata 'training.corpus' is malformed")
+    template = meta.get("template")
+    if template is not None:
+        from crfopt.data.features import Template
+
+        try:
+            Template.from_spec(template)
+        except (ValueError, TypeError, AttributeError, KeyError) as exc:
+            raise ModelFormatError(f"{path}: metadata 'template' is invalid ({exc})") from None
+    return meta
 
 
 @dataclass
@@ -66,6 +290,8 @@ class Model:
     training: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.labels = check_label_names(self.labels)
+        self.attributes = _check_attribute_names(self.attributes, "attributes")
         K, A = len(self.labels), len(self.attributes)
         self.emission = np.asarray(self.emission, dtype=np.float64)
         self.transition = np.asarray(self.transition, dtype=np.float64)
@@ -116,43 +342,62 @@ class Model:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> Model:
-        """Read a model file; anything unexpected is a :class:`ModelFormatError`."""
+    def load(cls, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> Model:
+        """Read a model file; anything unexpected is a :class:`ModelFormatError`.
+
+        ``max_bytes`` bounds the uncompressed size the archive may declare (default:
+        the memory available now); it is checked, with the entry names, their declared
+        sizes and ``.npy`` headers and the weight shapes, before anything is
+        decompressed. A missing file is ``FileNotFoundError``, as for any file.
+        """
         p = os.fspath(path)
+        limit = default_max_bytes() if max_bytes is None else int(max_bytes)
+        with open(p, "rb") as fh:
+            try:
+                with zipfile.ZipFile(fh) as zf:
+                    return cls._read(zf, p, limit)
+            except ModelFormatError:
+                raise
+            except _DAMAGE as exc:
+                raise ModelFormatError(
+                    f"{p}: not a readable crfopt model file ({type(exc).__name__}: {exc})"
+                ) from None
+
+    @classmethod
+    def _read(cls, zf: zipfile.ZipFile, p: str, limit: int) -> Model:
+        entries = _entries(zf, p, limit)
+        K, A = _check_shapes(entries, p)
+        meta = _check_meta(_untext(entries["meta"].read(), p, "meta"), p)
+        if meta["bias"] != ("bias" in entries):
+            raise ModelFormatError(
+                f"{p}: metadata says bias={str(meta['bias']).lower()} but the bias block is "
+                f"{'absent' if meta['bias'] else 'present'}"
+            )
         try:
-            with np.load(p, allow_pickle=False) as z:
-                data = {k: z[k] for k in z.files}
-        except FileNotFoundError:
-            raise
-        except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
-            raise ModelFormatError(f"{p}: not a readable crfopt model file ({exc})") from None
-        missing = {"meta", "labels", "attributes", "emission", "transition"} - set(data)
-        if missing:
-            raise ModelFormatError(f"{p}: missing entries {sorted(missing)}")
-        meta = _untext(data["meta"], p, "meta")
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise ModelFormatError(
-                f"{p}: not a crfopt model (format {meta.get('format')!r})"
-                if isinstance(meta, dict)
-                else f"{p}: bad metadata"
-            )
-        if meta.get("version") != VERSION:
-            raise ModelFormatError(
-                f"{p}: model format version {meta.get('version')!r}; this crfopt "
-                f"({__version__}) reads version {VERSION}"
-            )
-        bias = data.get("bias") if meta.get("bias") else None
-        if meta.get("bias") and bias is None:
-            raise ModelFormatError(f"{p}: metadata says there is a bias block but none is stored")
-        return cls(
-            labels=[str(x) for x in _untext(data["labels"], p, "labels")],
-            attributes=[str(x) for x in _untext(data["attributes"], p, "attributes")],
-            emission=data["emission"],
-            bias=bias,
-            transition=data["transition"],
-            template=meta.get("template"),
-            training=meta.get("training") or {},
+            labels = check_label_names(_untext(entries["labels"].read(), p, "labels"))
+        except ModelFormatError as exc:
+            raise ModelFormatError(f"{p}: {exc}") from None
+        if len(labels) != K:
+            raise ModelFormatError(f"{p}: {len(labels)} label names for {K} weight rows")
+        if entries["attributes"].nbytes < (3 * A + 1 if A else 2):  # [""] + ,"" per name
+            raise ModelFormatError(f"{p}: the attribute list is too short for {A} names")
+        attributes = _check_attribute_names(
+            _untext(entries["attributes"].read(), p, "attributes"), f"{p}: attributes"
         )
+        if len(attributes) != A:
+            raise ModelFormatError(f"{p}: {len(attributes)} attribute names for {A} columns")
+        try:
+            return cls(
+                labels=labels,
+                attributes=attributes,
+                emission=entries["emission"].read(),
+                bias=entries["bias"].read() if meta["bias"] else None,
+                transition=entries["transition"].read(),
+                template=meta.get("template"),
+                training=meta.get("training") or {},
+            )
+        except ModelFormatError as exc:
+            raise ModelFormatError(f"{p}: {exc}") from None
 
     @classmethod
     def from_problem(

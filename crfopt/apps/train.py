@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from crfopt.apps.model import Model
+from crfopt.apps.model import Model, check_label_names
 from crfopt.bench.runner import Budget, RunResult, run
 from crfopt.core.problem import CRFProblem
 from crfopt.optim.contract import OptimizerSpec
@@ -67,9 +67,14 @@ def train(
         An unknown or ill-typed optimizer parameter.
     TrainingError
         The run failed or diverged.
+    crfopt.ModelFormatError
+        A label name with whitespace or a control character (``crfopt tag`` could not
+        write it as a column).
     """
     if target_gap is not None and not target_gap > 0:
         raise ValueError(f"target_gap must be positive, got {target_gap!r}")
+    if problem.label_names:  # refused before training, not after: the model could not hold them
+        check_label_names(problem.label_names, "the problem's labels")
     absolute = None if target_gap is None else float(target_gap) * problem.primal_at_zero()
     budget = Budget(passes=passes, target_gap=absolute)
     result = run(
