@@ -195,16 +195,20 @@ class _Entry:
 def _entries(zf: zipfile.ZipFile, path: str, max_bytes: int) -> dict[str, _Entry]:
     """The archive's members checked against the format and the limits, headers read."""
     infos: dict[str, zipfile.ZipInfo] = {}
+    unexpected = []
     for info in zf.infolist():
         key = info.filename[:-4] if info.filename.endswith(".npy") else None
         if key not in _ENTRIES:
-            raise ModelFormatError(f"{path}: unexpected entry {info.filename!r} in a model file")
-        if key in infos:
+            unexpected.append(info.filename)
+        elif key in infos:
             raise ModelFormatError(f"{path}: entry {info.filename!r} occurs twice")
-        infos[key] = info
+        else:
+            infos[key] = info
     missing = [k for k in _REQUIRED if k not in infos]
-    if missing:
+    if missing:  # first: it says "not a model" of an .npz with other content
         raise ModelFormatError(f"{path}: missing entries {missing}")
+    if unexpected:
+        raise ModelFormatError(f"{path}: unexpected entry {unexpected[0]!r} in a model file")
     total = sum(i.file_size for i in infos.values())
     if total > max_bytes:
         raise ModelFormatError(
