@@ -330,6 +330,28 @@ def test_flips_and_truncations_raise_only_model_format_errors(real, tmp_path_fac
     assert back.emission.shape == (len(back.labels), len(back.attributes))
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_damaged_entry_contents_raise_only_model_format_errors(real, tmp_path_factory, data):
+    """The same for damage *inside* an entry (re-zipped with a valid CRC, so the .npy
+    header, the JSON and the weights themselves are what the loader has to judge)."""
+    entries = entries_of(real[0])
+    name = data.draw(st.sampled_from(sorted(entries)), label="entry")
+    raw = bytearray(entries[name])
+    for _ in range(data.draw(st.integers(1, 4), label="flips")):
+        pos = data.draw(st.integers(0, len(raw) - 1), label="position")
+        raw[pos] ^= data.draw(st.integers(1, 255), label="xor")
+    if data.draw(st.booleans(), label="truncate"):
+        raw = raw[: data.draw(st.integers(0, len(raw)), label="length")]
+    entries[name] = bytes(raw)
+    path = write_zip(tmp_path_factory.mktemp("fuzz") / "m.crfopt", entries)
+    try:
+        back = Model.load(path)
+    except ModelFormatError:
+        return
+    assert back.emission.shape == (len(back.labels), len(back.attributes))
+
+
 # ------------------------------------------------------------------ label names
 def test_labels_with_control_characters_are_refused_at_training(tmp_path):
     seqs = crfopt.Sequences(

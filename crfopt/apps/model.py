@@ -159,12 +159,19 @@ class _Entry:
         where = f"{path}: entry {key!r}"
         with zf.open(info) as f:
             version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-            elif version == (2, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-            else:
+            if version not in ((1, 0), (2, 0)):
                 raise ModelFormatError(f"{where}: unsupported .npy version {version}")
+            read_header = getattr(np.lib.format, f"read_array_header_{version[0]}_0")
+            try:
+                shape, fortran, dtype = read_header(f)
+            except (zipfile.BadZipFile, zlib.error, EOFError):
+                raise  # damage of the archive itself, reported as such by load()
+            except Exception as exc:  # numpy's parser of the header dict
+                # (ast.literal_eval + tokenize) raises SyntaxError, TokenError,
+                # ValueError, RecursionError… on garbage; all mean the same here
+                raise ModelFormatError(
+                    f"{where}: unreadable .npy header ({type(exc).__name__}: {exc})"
+                ) from None
             self.offset = f.tell()
         if dtype.kind != kind or dtype.itemsize != itemsize or dtype.hasobject:
             raise ModelFormatError(
