@@ -325,7 +325,9 @@ def test_exit_status_1_names_the_failed_run_and_allow_failures_gives_0(tmp_path,
     assert "1 run(s) failed or diverged" in res.output
     named = _failure_lines(res.output)
     assert len(named) == 1 and "failed" in named[0] and "scripted failure in step" in named[0]
-    assert "lbfgs · seed" not in res.output  # the run that finished is not named
+    # the run that finished is not named among the failures (it may be in the note on
+    # runs that stopped far from the optimum, printed before them)
+    assert "lbfgs · seed" not in res.output[res.output.index("failed or diverged") :]
     # the same grid, resumed from disk without rerunning: still a failure, unless allowed
     res = _grid(tmp_path / "o", plugin_dir, "scripted[at=5,fault=raise],lbfgs", "--allow-failures")
     assert res.exit_code == 0, res.output
