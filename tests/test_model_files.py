@@ -302,6 +302,16 @@ def test_malformed_models_are_model_format_errors(real, tmp_path, case):
     assert str(info.value).startswith(str(path))
 
 
+def test_an_encrypted_entry_is_a_model_format_error(real, tmp_path):
+    raw = bytearray(real[0].read_bytes())
+    for signature, flag_at in ((b"PK\x03\x04", 6), (b"PK\x01\x02", 8)):  # local, central
+        at = raw.index(signature)
+        raw[at + flag_at] |= 1  # general purpose flag bit 0: encrypted
+    (tmp_path / "enc.crfopt").write_bytes(bytes(raw))
+    with pytest.raises(ModelFormatError, match=r"RuntimeError: File .* is encrypted"):
+        Model.load(tmp_path / "enc.crfopt")
+
+
 def test_not_a_zip_and_a_missing_file(tmp_path):
     (tmp_path / "x.crfopt").write_bytes(b"PK\x03\x04" + bytes(100))
     with pytest.raises(ModelFormatError, match="not a readable crfopt model file"):

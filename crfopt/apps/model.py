@@ -83,6 +83,7 @@ _DAMAGE = (
     zlib.error,
     struct.error,
     NotImplementedError,  # an unknown compression method
+    RuntimeError,  # an entry flagged as encrypted
     UnicodeDecodeError,
     KeyError,
     IndexError,
