@@ -84,7 +84,16 @@ def _with_optimum(
             problem = cache.get(reg, t.problem, t.problem_params)
             if progress is not None:
                 progress(f"reference optimum of {t.problem}")
-            p_stars[key] = reference_optimum(problem).p_star
+
+            def shown(it: int, value: float, gap: float, name: str = t.problem) -> None:
+                progress(f"  {name}: L-BFGS iteration {it}, P = {value:.10g}, gap {gap:.2e}")
+
+            ref = reference_optimum(problem, progress=shown if progress is not None else None)
+            if progress is not None and ref.source != "computed":
+                progress(
+                    f"  P* = {ref.p_star:.10g} ({ref.source}, certified gap {ref.certificate:.1e})"
+                )
+            p_stars[key] = ref.p_star
         out.append(t.with_(p_star=p_stars[key]))
     return out
 
