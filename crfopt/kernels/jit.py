@@ -4,11 +4,19 @@
 ``range``; :mod:`crfopt.kernels` then serves the pure-NumPy kernels instead of the numba
 ones. Plugins decorate their inner loops with :func:`crfopt.jit` so that they follow the
 same switch.
+
+Compiled kernels are cached on disk (``cache=True``: next to the module, or under
+``NUMBA_CACHE_DIR``), so only the first run of an install compiles (about two minutes on
+a laptop); later processes load the machine code. The first real compilation of a
+crfopt kernel in a process prints "compiling kernels (once) …" on stderr, so that wait
+is never silent; a process that loads everything from the cache prints nothing.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -42,10 +50,49 @@ def jit_disabled(value: str | None) -> bool:
 
 JIT_ENABLED: bool = not jit_disabled(os.environ.get(ENV_VAR))
 
+#: The modules whose compilation is announced (the package's kernels and plugins).
+_ANNOUNCED_MODULES = ("crfopt", "crfopt_plugins", "crfopt_datasets")
+
+
+def _compile_notice() -> str:
+    where = os.environ.get("NUMBA_CACHE_DIR") or "__pycache__ folders beside the modules"
+    return (
+        "compiling kernels (once): a first run takes a minute or two; the machine code is "
+        f"cached in {where} and loaded by later runs"
+    )
+
+
 if JIT_ENABLED:
     import numba
+    from numba.core import event as _numba_event
 
     prange = numba.prange
+
+    class _FirstCompileNotice(_numba_event.Listener):
+        """Says "compiling kernels (once)" on stderr at the first compilation of a crfopt
+        function in this process. numba fires ``numba:compile`` only for a real compile,
+        never for a load from the disk cache, so a warm cache stays silent."""
+
+        def __init__(self) -> None:
+            self.done = False
+            self._lock = threading.Lock()
+
+        def on_start(self, ev: Any) -> None:
+            if self.done:
+                return
+            dispatcher = (ev.data or {}).get("dispatcher")
+            module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
+            if module.split(".")[0] not in _ANNOUNCED_MODULES:
+                return
+            with self._lock:
+                if not self.done:
+                    self.done = True
+                    print(_compile_notice(), file=sys.stderr, flush=True)
+
+        def on_end(self, ev: Any) -> None:
+            pass
+
+    _numba_event.register("numba:compile", _FirstCompileNotice())
 
     # Reassociation and contraction let LLVM vectorize reductions over labels; the flags
     # that assume no NaN/inf stay off, so divergence still shows up as NaN.
