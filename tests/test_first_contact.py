@@ -115,6 +115,7 @@ def test_unreachable_scheduler_is_named_before_any_work(tmp_path, monkeypatch):
     """--scheduler alone means Dask (it used to run serially and succeed); an address
     nobody answers is its own error (exit 3), reported before P* is computed."""
     import dask
+    import distributed  # noqa: F401  (loads its config: setting it before would shadow it)
 
     import crfopt.bench.optimum
 
@@ -134,6 +135,17 @@ def test_unreachable_scheduler_is_named_before_any_work(tmp_path, monkeypatch):
     assert f"cannot reach the Dask scheduler at {address}" in res.output
     assert "cannot write" not in res.output
     assert computed == []
+
+
+def test_a_running_scheduler_is_reached():
+    """The other side of the unreachable case: the same check passes when a scheduler
+    answers (a connect that always failed would pass the test above)."""
+    from distributed import LocalCluster
+
+    from crfopt.bench.backends import check_scheduler
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
+        check_scheduler(cluster.scheduler_address)
 
 
 def test_scheduler_with_a_non_dask_backend_is_a_usage_error(tmp_path):

@@ -44,7 +44,8 @@ def run_joblib(tasks: Sequence[RunTask], *, n_jobs: int) -> Summaries:
 
 
 class SchedulerUnreachableError(ConnectionError):
-    """No Dask scheduler answers at the given address (or the address is malformed)."""
+    """No Dask scheduler answers at the given address (a malformed address is a
+    ValueError: a usage error, not an unreachable service)."""
 
 
 def connect(scheduler: str, timeout: float | None = None) -> Any:
@@ -58,9 +59,11 @@ def connect(scheduler: str, timeout: float | None = None) -> Any:
         from distributed import Client
     except ImportError as exc:  # pragma: no cover - dask is a test dependency
         raise RuntimeError("the dask backend needs `pip install crfopt[dask]`") from exc
+    # Client's own default is a sentinel, not None: pass a timeout only when given.
+    kwargs = {} if timeout is None else {"timeout": timeout}
     try:
-        return Client(scheduler, timeout=timeout)
-    except (OSError, TimeoutError, ValueError) as exc:
+        return Client(scheduler, **kwargs)
+    except (OSError, TimeoutError) as exc:
         raise SchedulerUnreachableError(
             f"cannot reach the Dask scheduler at {scheduler} ({exc}); start one with "
             f"`dask scheduler` and workers with `dask worker ADDRESS`, or check the address"
