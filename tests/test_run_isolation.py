@@ -274,3 +274,10 @@ def test_check_optimizer_does_not_hang_on_a_counter_reset():
     failed = {r["check"]: r["message"] for r in results.failed}
     assert "counters go backwards" in failed["check_budget_end"]
     assert "counters go backwards" in failed["check_primal_decreases"]
+
+
+def test_check_optimizer_names_what_a_plugin_changed():
+    results = check_optimizer("broken-mutates-lam", plugin_dirs=[DOUBLES], verbose=False)
+    failed = {r["check"]: r["message"] for r in results.failed}
+    assert failed["check_problem_unchanged"].endswith("the problem is not mutated: λ changed")
+    assert "problem data changed during the run: λ" in failed["check_budget_end"]

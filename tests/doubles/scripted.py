@@ -14,9 +14,9 @@ It is a valid plugin file, loaded with ``--plugin-dir tests/doubles`` (or
 directly.
 
 Registered variants: ``scripted`` (no fault by default), ``warm`` (6 passes of counted
-work in ``setup()``) and the five broken plugins the conformance suite must catch
+work in ``setup()``) and the six broken plugins the conformance suite must catch
 (``broken-nan-late``, ``broken-nan-early``, ``broken-raises``, ``broken-heavy-init``,
-``broken-resets-counters``).
+``broken-resets-counters``, ``broken-mutates-lam``).
 """
 
 import ctypes
@@ -133,6 +133,7 @@ def crfopt_register_optimizers():
         spec("broken-raises", fault="type-error", at=1),
         spec("broken-heavy-init", warm_passes=20),
         spec("broken-resets-counters", fault="reset-counters", at=3),
+        spec("broken-mutates-lam", fault="mutate-lam", at=3),
         spec("warm", warm_passes=6),
     ]
 
