@@ -418,3 +418,18 @@ def test_tagging_a_file_whose_columns_are_not_the_models_warns(tmp_path, monkeyp
     res = CliRunner().invoke(main, ["tag", "--model", str(model), str(wrong)], terminal_width=300)
     assert res.exit_code == 0, res.output
     assert "warning: column 'pos'" in res.output and "100% of its tokens" in res.output
+
+
+def test_a_data_file_with_the_wrong_checksum_is_an_input_error(tmp_path, monkeypatch):
+    """A file in CRFOPT_DATA that is not the verified one (e.g. another release)."""
+    data = tmp_path / "data"
+    (data / "ocr").mkdir(parents=True)
+    (data / "ocr" / "ocr.mat").write_bytes(b"not the OCR file")
+    monkeypatch.setenv("CRFOPT_DATA", str(data))
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CRFOPT_OFFLINE", "1")
+    monkeypatch.delenv("CRFOPT_DEBUG", raising=False)
+    res = CliRunner().invoke(main, ["info", "--problem", "ocr"], terminal_width=300)
+    assert res.exit_code == 2, res.output
+    assert _handled(res)
+    assert "not the expected one" in res.output and "ocr.mat" in res.output

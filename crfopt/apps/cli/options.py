@@ -220,6 +220,7 @@ def describe_error(exc: BaseException) -> tuple[int, str]:
     from crfopt.bench.compare import ResultsNotWritableError
     from crfopt.data.paths import DataNotFoundError
     from crfopt.data.readers import DataFormatError
+    from crfopt.data.sources import ChecksumError
 
     text = escape(str(exc))
     if isinstance(exc, DataNotFoundError):
@@ -239,6 +240,8 @@ def describe_error(exc: BaseException) -> tuple[int, str]:
         return EXIT_UNREACHABLE, f"[red]error:[/] {text}"
     if isinstance(exc, FileNotFoundError):
         return 2, f"[red]error:[/] missing input: {text}"
+    if isinstance(exc, ChecksumError):
+        return 2, f"[red]error:[/] input file is not the expected one: {text}"
     if isinstance(exc, DataFormatError):
         return 2, f"[red]error:[/] {text}"
     return 1, (
