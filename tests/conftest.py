@@ -22,6 +22,9 @@ REPO = Path(__file__).resolve().parents[1]
 DATA_DIR = Path(os.environ.get("CRFOPT_DATA", REPO.parent / "shared" / "datasets"))
 # The loaders read CRFOPT_DATA; give them the same default as the tests.
 os.environ.setdefault("CRFOPT_DATA", str(DATA_DIR))
+# No test may reach the network: a missing file is an error, not a download (tests of the
+# download path unset this and serve files from a local HTTP server).
+os.environ.setdefault("CRFOPT_OFFLINE", "1")
 
 
 @pytest.fixture(scope="session", autouse=True)
