@@ -136,7 +136,8 @@ def crfsuite_weights(problem, path: str) -> np.ndarray:
 # ----------------------------------------------------------------------------- P1–P5
 
 
-# sdca4crf on OCR, gap sampler ρ = 0.8, Newton line search 1e-3 (BASELINES.md)
+# sdca4crf on OCR, gap sampler ρ = 0.8, Newton line search 1e-3
+# (reports/performance.md "Baselines measured outside the same run")
 REF_EPOCH_S = (12.0, 14.0)
 
 
@@ -338,9 +339,10 @@ def write_report(res: dict, path: Path) -> None:
             f" s | {r['numpy_epoch_s']:.1f} s ({r['numpy_iterations_per_s']:.0f} it/s) | "
             f"{r['speedup']:.1f}× faster | ≥ 20× | {ok(r['speedup'] >= 20)} |"
         )
-        # not a same-run ratio: sdca4crf itself is not installed here (BASELINES.md figure)
+        # not a same-run ratio: sdca4crf itself is not installed here (a figure of
+        # reports/performance.md's baselines)
         lines.append(
-            f"| P2′ | the same epoch vs sdca4crf as measured on this machine (BASELINES.md: "
+            f"| P2′ | the same epoch vs sdca4crf as measured on this machine (baselines below: "
             f"{REF_EPOCH_S[0]:g}–{REF_EPOCH_S[1]:g} s an epoch) | {r['crfopt_epoch_s']:.2f} s | "
             f"{REF_EPOCH_S[0]:g}–{REF_EPOCH_S[1]:g} s | "
             f"{REF_EPOCH_S[0] / r['crfopt_epoch_s']:.0f}–{REF_EPOCH_S[1] / r['crfopt_epoch_s']:.0f}"

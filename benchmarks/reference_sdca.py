@@ -1,7 +1,7 @@
 """A straightforward NumPy SDCA-gap epoch, in the style of the reference sdca4crf code.
 
 This is P2's baseline (reports/performance.md): the same algorithm as crfopt's
-``sdca-gap`` (ALGORITHMS.md §3.1–3.3: Gibbs initialization, gap sampler with ρ = 0.8,
+``sdca-gap`` (docs/algorithms.md §3.1–3.3: Gibbs initialization, gap sampler with ρ = 0.8,
 safeguarded Newton line search to 1e-3) written the way research code usually is — one
 sequence at a time, per-sequence NumPy arrays for the dual marginals, log-space
 forward–backward with ``logsumexp`` over each position, a Python sum tree for sampling.
@@ -156,7 +156,7 @@ class NumpySDCA:
         self.tree.update(i, max(g, 0.0))
 
     def line_search(self, g, r, a, pm_n, pm_e, pn_n, pn_e, ln_n, ln_e) -> float:
-        """rtsafe on f'(γ) (ALGORITHMS.md §3.2)."""
+        """rtsafe on f'(γ) (docs/algorithms.md §3.2)."""
         lna = self.lam * self.n * a
         if g + r <= 0:
             return 0.0

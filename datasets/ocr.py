@@ -1,6 +1,6 @@
 """``ocr``: handwritten words (Taskar, Guestrin & Koller 2004), 128 binary pixels per letter.
 
-Folds 1–9 train, fold 0 test, as sdca4crf and SAG4CRF split it (ALGORITHMS.md §1.8):
+Folds 1–9 train, fold 0 test, as sdca4crf and SAG4CRF split it (docs/algorithms.md §1.8):
 n = 6251 words / 47535 letters for training, 626 / 4617 for testing, K = 26, d = 4082.
 Read from SAG4CRF's ``ocr.mat`` or from the upstream ``letter.data(.gz)`` layout.
 """
@@ -135,13 +135,13 @@ def crfopt_register_problems() -> list[crfopt.ProblemSpec]:
             load=load_ocr,
             defaults=loader_defaults(load_ocr),
             summary="OCR handwritten words, 128 dense pixels, folds 1-9 train / fold 0 test",
-            reference="Taskar et al. 2004; LPL18 Table 1; ALGORITHMS.md §1.8",
+            reference="Taskar et al. 2004; LPL18 Table 1; docs/algorithms.md §1.8",
             files=(OCR_MAT,),
             notes=(
                 "SAG4CRF's ocr.mat (a conversion of upstream letter.data.gz, "
                 f"{LETTER_DATA_URL}); LPL18 Table 1 prints n = 6202, N = 52,827, which no "
                 "split of this file reproduces: folds 1-9 give n = 6251, N = 47535. "
-                "CRFsuite needs 0.173 s per value+gradient pass on it (BASELINES.md)."
+                "CRFsuite needs 0.173 s per value+gradient pass on it (reports/performance.md)."
             ),
         )
     ]

@@ -1,7 +1,7 @@
 """``sag4crf-conll``, ``sag4crf-ner``, ``sag4crf-pos``: Schmidt et al.'s preprocessed files.
 
 Only the test splits of SAG4CRF's ``.mat`` files are available (docs/datasets.md); each
-becomes a training problem of its own, with attribute ids built as ALGORITHMS.md §1.8
+becomes a training problem of its own, with attribute ids built as docs/algorithms.md §1.8
 says (column c's value v ↦ Σ_{c'<c} V_{c'} + v − 1, V_c the column's maximum). With
 ``holdout > 0`` the last fraction of the sequences becomes a test split.
 """
@@ -156,7 +156,7 @@ def crfopt_register_problems() -> list[crfopt.ProblemSpec]:
             load=_loader(key),
             defaults={"lam": None, "bias": True, "holdout": 0.0},
             summary=f"SAG4CRF's preprocessed {what[key]} (as a problem of its own)",
-            reference="Schmidt et al. 2015 (SAG4CRF); ALGORITHMS.md §1.8",
+            reference="Schmidt et al. 2015 (SAG4CRF); docs/algorithms.md §1.8",
             files=(df,),
             notes="Only SAG4CRF's test files survive; their training files are missing "
             "(docs/datasets.md). " + df.licence,

@@ -1,4 +1,4 @@
-"""L-BFGS on the primal (ALGORITHMS.md §3.9; SBA15 §3, LPL18 §6.1).
+"""L-BFGS on the primal (docs/algorithms.md §3.9; SBA15 §3, LPL18 §6.1).
 
 The batch baseline: scipy's L-BFGS-B from w = 0. Every function evaluation inside
 scipy's line search is a full pass, charged as n oracle calls; every iteration (scipy's
@@ -25,7 +25,7 @@ class _Cancelled(Exception):
 
 
 class LBFGS(crfopt.Optimizer):
-    """Limited-memory BFGS (scipy L-BFGS-B) on P(w), from w = 0 (ALGORITHMS.md §3.9)."""
+    """Limited-memory BFGS (scipy L-BFGS-B) on P(w), from w = 0 (docs/algorithms.md §3.9)."""
 
     parameters = {
         "memory": crfopt.Param(
@@ -139,6 +139,6 @@ def crfopt_register_optimizers() -> list[crfopt.OptimizerSpec]:
             "lbfgs",
             LBFGS,
             summary="L-BFGS-B (scipy) on the primal, n oracle calls per evaluation",
-            reference="SBA15 §3; ALGORITHMS.md §3.9",
+            reference="SBA15 §3; docs/algorithms.md §3.9",
         )
     ]

@@ -1,5 +1,5 @@
 """Online exponentiated gradient (OEG) for CRFs (Collins et al. 2008, as configured in SBA15
-§6 fn. 9 and App. D; ALGORITHMS.md §3.8).
+§6 fn. 9 and App. D; docs/algorithms.md §3.8).
 
 OEG works on the same dual variables as SDCA — a chain-Markov distribution μ_i per
 sequence — but parameterizes them by part scores θ_i (node tables T×K, edge tables
@@ -242,13 +242,13 @@ def _oeg_block(data, counters, st, first, later, u_rand, k_iters, opts, wk):
 
 
 class OEG(crfopt.Optimizer):
-    """Online exponentiated gradient on the CRF dual (Collins et al. 2008; ALGORITHMS.md §3.8).
+    """Online exponentiated gradient on the CRF dual (Collins et al. 2008; docs/algorithms.md §3.8).
 
     Parameters: ``initial_step`` η⁰ (0.5), ``init_score`` c of the ground-truth
     initialization (10 = SBA15's OEG-10; 0 = the uniform start of the egstra code),
     ``first_pass_permutation`` (SBA15 App. D), the trial caps of the first and later
     epochs (20 / 5) and the step growth and shrink factors (1.05 / 0.5) — all
-    reconstructed defaults ([recon] in ALGORITHMS.md §7.5).
+    reconstructed defaults ([recon] in docs/algorithms.md §7.5).
     """
 
     parameters = {
@@ -381,7 +381,7 @@ class OEG(crfopt.Optimizer):
         return float(self._state.H.mean() - 0.5 * p.lam * float(w @ w))
 
 
-_REF = "Collins et al. 2008; SBA15 §6 fn. 9, App. D; ALGORITHMS.md §3.8"
+_REF = "Collins et al. 2008; SBA15 §6 fn. 9, App. D; docs/algorithms.md §3.8"
 
 
 @crfopt.hookimpl

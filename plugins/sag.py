@@ -1,4 +1,6 @@
-"""The SAG family for CRFs: SAG, SAG-NUS, SAG-NUS* and SAGA-NUS (SBA15; ALGORITHMS.md §3.4–3.7).
+"""The SAG family for CRFs: SAG, SAG-NUS, SAG-NUS* and SAGA-NUS.
+
+SBA15; docs/algorithms.md §3.4–3.7.
 
 Stochastic average gradient keeps the last gradient of every sequence and steps along
 their average. For CRFs the stored gradients are kept in the *marginal-memory form*
@@ -36,7 +38,7 @@ from crfopt import jit, kernels, pieces, samplers
 
 VARIANTS = ("sag", "sag-nus", "sag-nus-star", "saga-nus")
 
-# a line search runs only when ‖∇ℓ_i‖² exceeds this (ALGORITHMS.md §3.4)
+# a line search runs only when ‖∇ℓ_i‖² exceeds this (docs/algorithms.md §3.4)
 _GN2_MIN = 1e-8
 
 
@@ -505,22 +507,22 @@ _VARIANTS = {
     "sag": (
         SAG,
         "SAG, uniform sampling, Lipschitz line search (marginal memory, lazy updates)",
-        "SBA15 §4, Alg. 1-2; ALGORITHMS.md §3.4",
+        "SBA15 §4, Alg. 1-2; docs/algorithms.md §3.4",
     ),
     "sag-nus": (
         SAGNUS,
         "SAG with adaptive non-uniform sampling ∝ L_i (SLRB13)",
-        "SLRB13 §5.5 (BIGOPT sag_adaptive.c); ALGORITHMS.md §3.5",
+        "SLRB13 §5.5 (BIGOPT sag_adaptive.c); docs/algorithms.md §3.5",
     ),
     "sag-nus-star": (
         SAGNUSStar,
         "SAG-NUS*: ρ = 0.5 mixed sampling ∝ L_i, line-search skipping",
-        "SBA15 §5, §5.2; ALGORITHMS.md §3.6",
+        "SBA15 §5, §5.2; docs/algorithms.md §3.6",
     ),
     "saga-nus": (
         SAGANUS,
         "SAGA-NUS: unbiased SAGA step, SAG-NUS* sampling and L_i rules",
-        "SBA15 §5.1; Defazio et al. 2014; ALGORITHMS.md §3.7",
+        "SBA15 §5.1; Defazio et al. 2014; docs/algorithms.md §3.7",
     ),
 }
 

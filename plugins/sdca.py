@@ -1,4 +1,4 @@
-"""SDCA for CRFs with adaptive sampling (LPL18 Alg. 1–2; LP17 §2.5; ALGORITHMS.md §3.1–3.3).
+"""SDCA for CRFs with adaptive sampling (LPL18 Alg. 1–2; LP17 §2.5; docs/algorithms.md §3.1–3.3).
 
 Stochastic dual coordinate ascent over the marginal polytope of each sequence
 (Prox-SDCA option II, SSZ13): the dual variables are the log-marginals μ_i of every
@@ -766,7 +766,7 @@ class SDCAEdelta(SDCAAdaptive):
         return super()._make_sampler(refresh=self.params["edelta_refresh"], **extra)
 
 
-_REF = "LPL18 Alg. 1-2, §5; ALGORITHMS.md §3.1-3.3"
+_REF = "LPL18 Alg. 1-2, §5; docs/algorithms.md §3.1-3.3"
 
 
 @crfopt.hookimpl

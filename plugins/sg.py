@@ -1,4 +1,4 @@
-"""Stochastic gradient baselines: SG, averaged SG and AdaGrad (SBA15 §6; ALGORITHMS.md §3.10).
+"""Stochastic gradient baselines: SG, averaged SG and AdaGrad (SBA15 §6; docs/algorithms.md §3.10).
 
 All start at w = 0, sample uniformly with replacement and make one counted oracle call
 per iteration, and every iteration costs O(T a K + K²) on sparse data:
@@ -110,7 +110,7 @@ def _sg_update(data, st, wk, i, eta, lam):
 
 @jit(inline=True)
 def _fold_scale(st, A, K, average):
-    """Fold a tiny s into u (ALGORITHMS.md §5.7); asg closes every row first so the
+    """Fold a tiny s into u (docs/algorithms.md §5.7); asg closes every row first so the
     average stays exact."""
     if st.s[0] >= pieces.RENORMALIZE_BELOW:
         return
@@ -128,7 +128,7 @@ def _fold_scale(st, A, K, average):
 
 @jit
 def _sg_block(data, counters, st, wk, sst, u_rand, k_iters, opts, average):
-    """SG (average=False) or ASG (average=True), ALGORITHMS.md §3.10."""
+    """SG (average=False) or ASG (average=True), docs/algorithms.md §3.10."""
     lam, eta0 = opts.lam, opts.eta0
     t = st.t
     for it in range(k_iters):
@@ -168,7 +168,7 @@ def _ada_rows(u, G, g, j0, n_entries, lam, eta0, eps):
 
 @jit
 def _adagrad_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
-    """AdaGrad with a proximal ℓ2 step (Duchi et al. 2011; ALGORITHMS.md §3.10)."""
+    """AdaGrad with a proximal ℓ2 step (Duchi et al. 2011; docs/algorithms.md §3.10)."""
     K = data.n_labels
     A = data.n_attributes
     t_off = A * K
@@ -322,6 +322,8 @@ _VARIANTS = {
 @crfopt.hookimpl
 def crfopt_register_optimizers() -> list[crfopt.OptimizerSpec]:
     return [
-        crfopt.OptimizerSpec(name, cls, summary=summary, reference="SBA15 §6; ALGORITHMS.md §3.10")
+        crfopt.OptimizerSpec(
+            name, cls, summary=summary, reference="SBA15 §6; docs/algorithms.md §3.10"
+        )
         for name, (cls, summary) in _VARIANTS.items()
     ]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import crfopt
 
-# LPL18 Table 1 (and P(0) = (N/n) log K derived from it, ALGORITHMS.md §6 E1)
+# LPL18 Table 1 (and P(0) = (N/n) log K derived from it, docs/algorithms.md §6 E1)
 PAPER = {
     "OCR": dict(d="4,082", n="6,202", N="52,827", K="26", A="128", a="128", mem="0.2"),
     "CONLL": dict(d="1.6e6", n="8,936", N="2.1e5", K="22", A="74,658", a="19", mem="0.7"),

@@ -1,4 +1,4 @@
-"""Regenerate reports/: the papers' findings (ALGORITHMS.md §6, E1–E11) on this machine.
+"""Regenerate reports/: the papers' findings (docs/algorithms.md §6, E1–E11) on this machine.
 
     python reports/reproduce.py                 # run every grid, then figures and numbers
     python reports/reproduce.py --only ocr ner  # some problems
@@ -20,7 +20,7 @@ Axes, as in ``crfopt report``: by default (``--init-offset``) the passes and ora
 axes of every table and figure include each optimizer's initialization work (the
 ``init_*`` columns: SDCA's and OEG's `gibbs` dual initialization is one ``oracle_scores``
 pass), so "P−P* @5 passes" is read after 5 passes of work in all. ``--no-init-offset``
-reads them on the iterations alone, the papers' convention (ALGORITHMS.md §2).
+reads them on the iterations alone, the papers' convention (docs/algorithms.md §2).
 ``numbers.md`` says which one it used and lists every optimizer's init passes.
 """
 

@@ -1,7 +1,7 @@
 """Record every kernel call of optimizer runs on the NumPy path; replay them compiled.
 
 The two kernel twins (:mod:`crfopt.kernels._numpy`, :mod:`crfopt.kernels._numba`) must give
-the same outputs to 1e-10 for the same inputs (DESIGN.md). Comparing whole optimizer
+the same outputs to 1e-10 for the same inputs (docs/algorithms.md §5.1). Comparing whole optimizer
 trajectories only tests that for methods whose control flow never branches on a
 rounding-level quantity (see :data:`TRAJECTORY_METHODS`); any other method turns a
 1e-16 difference into a different branch sooner or later. So instead every optimizer

@@ -69,7 +69,7 @@ def test_builtin_counts(cache, name):
 
 @pytest.mark.data
 def test_ocr_raw_file_layout(cache):
-    """OCR in full: 6877 words / 52152 letters over all folds (PROVENANCE.md §1)."""
+    """OCR in full: 6877 words / 52152 letters over all folds (docs/datasets.md "ocr")."""
     p = crfopt.load_problem("ocr", test_fold=-7)  # no such fold: every word trains
     assert (p.n, p.n_tokens) == (6877, 52152)
     assert p.dim == 26 * (128 + 3 + 26) == 4082
@@ -169,7 +169,7 @@ def test_fetch_verifies_and_stores(server, tmp_path, monkeypatch):
 
 
 def test_fetch_plain_upstream_into_a_gz_name(server, tmp_path, monkeypatch):
-    """UD distributes .conllu uncompressed; the staged copies are gzipped (PROVENANCE.md)."""
+    """UD distributes .conllu uncompressed; the staged copies are gzipped (docs/datasets.md)."""
     root, base = server
     monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
     plain = b"1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n\n"

@@ -1,4 +1,6 @@
-"""The numba and the pure-NumPy kernels agree along every optimizer's path (1e-10, DESIGN.md).
+"""The numba and the pure-NumPy kernels agree along every optimizer's path.
+
+To 1e-10, as docs/algorithms.md §5.1 asks.
 
 Every registered optimizer runs 100 iterations on a sparse and a dense problem on the
 NumPy path while every kernel call is recorded; each call is then replayed through the

@@ -150,7 +150,7 @@ def test_lazy_sag_example_passes_the_conformance_suite(lazy_sag_dir):
 
 
 def _textbook_sag(problem, indices, L0=1.0):
-    """SAG (ALGORITHMS.md §3.4) with dense stored gradients through the public Python API:
+    """SAG (docs/algorithms.md §3.4) with dense stored gradients through the public Python API:
     the independent truth for the lazy, marginal-memory example."""
     n, lam = problem.n, problem.lam
     w, d = problem.zeros(), problem.zeros()

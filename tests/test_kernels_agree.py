@@ -1,4 +1,4 @@
-"""The compiled kernels and the pure-NumPy kernels agree to 1e-10 (DESIGN.md).
+"""The compiled kernels and the pure-NumPy kernels agree to 1e-10 (docs/algorithms.md §5.1).
 
 The NumPy twin runs forward–backward in log space throughout; the compiled one uses
 scaled linear-space messages and falls back to log space per sequence when a score

@@ -1,5 +1,5 @@
 """KL divergence and entropy of chain marginals given in linear and log form
-(``kernels.chain_kl_linlog`` / ``chain_entropy_linlog``, ALGORITHMS.md §1.3, §5.3)
+(``kernels.chain_kl_linlog`` / ``chain_entropy_linlog``, docs/algorithms.md §1.3, §5.3)
 against brute-force enumeration of every label sequence of a tiny chain, for both the
 compiled and the NumPy twin."""
 

@@ -1,4 +1,4 @@
-"""Oracle kernels against brute-force enumeration of every labeling (ALGORITHMS.md §5.9).
+"""Oracle kernels against brute-force enumeration of every labeling (docs/algorithms.md §5.9).
 
 Both implementations are checked: the compiled kernels (scaled forward–backward) and the
 pure-NumPy twin (log space), on dense and sparse tiny problems with T ≤ 5, K ≤ 4.

@@ -62,9 +62,10 @@ def test_import_error_is_reported_and_others_work(tmp_path):
     assert "noop-b" in reg.optimizers and "lbfgs" in reg.optimizers
     (failure,) = reg.failures
     assert failure.name == "broken" and "boom at import" in failure.traceback
-    # The CLI reports it too; its warning carries the traceback (DESIGN.md: a broken
-    # plugin is reported with its name and traceback) and is captured here, so that the
-    # test output shows no traceback of this intentionally broken plugin.
+    # The CLI reports it too; its warning carries the traceback (docs/architecture.md
+    # "Plugins": a broken plugin is reported with its name and traceback) and is
+    # captured here, so that the test output shows no traceback of this intentionally
+    # broken plugin.
     with pytest.warns(PluginWarning, match="(?s)'broken'.*Traceback.*boom at import"):
         res = CliRunner().invoke(main, ["list", "--plugin-dir", str(d)])
     assert res.exit_code == 0

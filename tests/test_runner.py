@@ -179,7 +179,7 @@ def test_setup_failure_still_reports_its_work(problem):
     assert res.trace["init_time_s"].iloc[-1] > 0
 
 
-# ------------------------------------------------ keywords as in DESIGN.md's public surface
+# ------------------------------------- keywords as in docs/architecture.md "Public surface"
 
 
 def test_run_takes_passes_and_parameters_as_keywords(problem):
@@ -195,7 +195,7 @@ def test_run_takes_passes_and_parameters_as_keywords(problem):
     cols = ["iterations", "oracle_calls", "effective_passes", "primal", "status"]
     assert a.trace[cols].equals(b.trace[cols])
     assert a.trace["optimizer"].iloc[0] == "scripted[at=7]"
-    # a registered name with DESIGN.md's exact call
+    # a registered name with docs/architecture.md "Public surface"
     res = crfopt.run(problem, "sdca-gap", passes=1, seed=0, non_uniformity=0.5)
     assert res.status == "budget" and res.meta["params"]["non_uniformity"] == 0.5
 

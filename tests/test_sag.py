@@ -54,7 +54,7 @@ def test_lazy_updates_equal_eager_updates(small, name):
 
 
 def _naive_sag(problem, seed, iterations, L0=1.0):
-    """Textbook SAG (ALGORITHMS.md §3.4) with dense stored gradients and the public API."""
+    """Textbook SAG (docs/algorithms.md §3.4) with dense stored gradients and the public API."""
     n, lam = problem.n, problem.lam
     rng = np.random.Generator(np.random.PCG64(seed))
     u = rng.random((iterations, 2))  # the Sampler's stream: (branch, index) per draw

@@ -1,4 +1,4 @@
-"""Samplers and the sum tree (ALGORITHMS.md §3.3, §4)."""
+"""Samplers and the sum tree (docs/algorithms.md §3.3, §4)."""
 
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def test_edelta_snapshot_per_epoch():
 
 
 def test_max_sampler_uses_updates():
-    """Unlike the reference code (ALGORITHMS.md §7.1), the max tree follows the gaps."""
+    """Unlike the reference code (docs/algorithms.md §7.1), the max tree follows the gaps."""
     s = Sampler("max", 5, rng(), non_uniformity=1.0, initial_gap=100.0)
     assert s.sample() == 0
     s.update(0, gap=1.0)
@@ -170,7 +170,7 @@ def test_bad_arguments():
 
 
 def test_nus_sampler_is_slrb13_three_way_mixture():
-    """``nus`` (SAG-NUS, ALGORITHMS.md §3.5): unseen w.p. (n-m)/n, else among the seen
+    """``nus`` (SAG-NUS, docs/algorithms.md §3.5): unseen w.p. (n-m)/n, else among the seen
     uniform w.p. 1-ρ and ∝ q_i w.p. ρ; checked against the mixture written out here and
     against draw frequencies."""
     n, rho = 10, 0.3

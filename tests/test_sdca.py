@@ -2,7 +2,7 @@
 
 Line-search derivatives against finite differences of the block objective; the dual
 never decreases; the incremental dual value equals D(μ); every variant converges to the
-L-BFGS optimum (true duality gap ≤ 1e-8); counting per ALGORITHMS.md §2 (E10).
+L-BFGS optimum (true duality gap ≤ 1e-8); counting per docs/algorithms.md §2 (E10).
 """
 
 from __future__ import annotations

@@ -3,9 +3,10 @@
 
 The truths are independent of the optimizers under test: P* is certified by a duality
 gap (``crfopt optimum``), and CRFsuite's L-BFGS on the same feature map, run with
-epsilon = delta = 1e-12, reached 2.4399148493 on this machine (ALGORITHMS.md's 2.439983
-is its *default* stopping point, 2.8e-5 relative above the optimum; benchmarks/
-performance.py P1 repeats the comparison, with the bias block off, in every run).
+epsilon = delta = 1e-12, reached 2.4399148493 on this machine (the older 2.439983,
+docs/algorithms.md §8 E-5, is its *default* stopping point, 2.8e-5 relative above the
+optimum; benchmarks/performance.py P1 repeats the comparison, with the bias block off,
+in every run).
 """
 
 from __future__ import annotations

@@ -1,9 +1,11 @@
-"""Conformance suite: the promises every optimizer plugin keeps (STYLE.md §4).
+"""Conformance suite: the promises every optimizer plugin keeps.
+
+See docs/plugins.md "Check your plugin".
 
 Every registered variant — built-in or third-party — is checked on tiny seeded problems.
 Checks are chosen by the variant's declared capabilities, never by its name.
 
-*Contract* checks must pass for every plugin: reproducibility, counting (ALGORITHMS.md
+*Contract* checks must pass for every plugin: reproducibility, counting (docs/algorithms.md
 §2, E10), all inference counted, no mutation of the problem, parameter validation, no
 global RNG, a block of k iterations equal to k single steps, a primal that decreases, a
 feasible dual state, clean behaviour at the end of a budget.
@@ -349,7 +351,7 @@ def check_block_equals_steps(s: Subject) -> None:
 
 
 def check_counts_per_iteration(s: Subject) -> None:
-    """Each iteration costs what the variant declares (ALGORITHMS.md §2, E10)."""
+    """Each iteration costs what the variant declares (docs/algorithms.md §2, E10)."""
     p = fresh("sparse")
     opt = s.make(p, seed=1)
     cost = type(opt).cost
@@ -445,7 +447,7 @@ def check_rejects_unknown_parameter(s: Subject) -> None:
 
 
 def check_no_global_rng(s: Subject) -> None:
-    """No use of NumPy's or Python's global random state (ALGORITHMS.md §3.0).
+    """No use of NumPy's or Python's global random state (docs/algorithms.md §3.0).
 
     The check seeds both global generators; it restores their states afterwards, so
     that it does not reseed the caller's (or the next test's) random streams.

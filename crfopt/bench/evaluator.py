@@ -1,7 +1,7 @@
 """Uncounted evaluation of weights and duals: what the trace reports at checkpoints.
 
 :class:`Evaluator` holds a problem and computes P(w), ∇P(w), the gaps, D(μ) and Viterbi
-errors *without touching its counters* (ALGORITHMS.md §2: evaluation for the trace is
+errors *without touching its counters* (docs/algorithms.md §2: evaluation for the trace is
 neither counted nor timed). It lives in the benchmark layer, next to the runner that owns
 it, because an optimizer is only ever handed the problem: the problem's own ``primal``,
 ``gradient``, ``duality_gap``, ``predict`` and ``error`` all count, so "optimizers must not

@@ -1,4 +1,4 @@
-"""The reference optimum P* (ALGORITHMS.md §3.9, DESIGN.md "Reference optimum").
+"""The reference optimum P* (docs/algorithms.md §3.9, docs/algorithms.md §3.9).
 
 Sub-optimality P(w) - P* is only comparable across runs and sessions if P* is one
 certified number per problem. It is computed once by L-BFGS on the primal, certified by

@@ -1,4 +1,4 @@
-"""Reports: figures and tables from any results folder (DESIGN.md "Report").
+"""Reports: figures and tables from any results folder (docs/architecture.md "Report").
 
 ``crfopt report RESULTS --out DIR`` (or :func:`make_report`) writes, for every problem in
 the results:

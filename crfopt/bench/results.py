@@ -1,4 +1,4 @@
-"""Results: one tidy row per checkpoint, one Parquet file per run (DESIGN.md "Results").
+"""Results: one tidy row per checkpoint, one Parquet file per run (docs/architecture.md "Results").
 
 Every optimizer's trace has the same columns, with nulls where a quantity does not exist
 for a method. A run's file is named by the hash of its full configuration and written
@@ -37,8 +37,8 @@ from crfopt.kernels.jit import JIT_ENABLED
 
 SCHEMA_VERSION = 2
 
-#: Column name → pandas dtype, in the DESIGN.md order. Nullable dtypes, so a missing
-#: quantity is a real null in Parquet and in the DataFrame, never a sentinel.
+#: Column name → pandas dtype, in the order of docs/architecture.md "Results". Nullable
+#: dtypes, so a missing quantity is a real null in Parquet and in the DataFrame, never a sentinel.
 COLUMNS: dict[str, str] = {
     "problem": "string",
     "optimizer": "string",

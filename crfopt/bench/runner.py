@@ -1,10 +1,10 @@
 """The runner: one (problem, optimizer, parameters, seed) under a budget → trace rows.
 
-Three things are kept apart (STYLE.md §6): the checkpoint schedule (when to evaluate),
+Three things are kept apart: the checkpoint schedule (when to evaluate),
 the budget (when to stop), and the optimizer's own convergence test. The runner owns the
 clock: only the optimizer's blocks of iterations are timed; evaluation at checkpoints,
 trace writing and JIT warm-up are not, and evaluation uses uncounted kernels
-(ALGORITHMS.md §2). Blocks run up to the next checkpoint, sized from the work per
+(docs/algorithms.md §2). Blocks run up to the next checkpoint, sized from the work per
 iteration observed so far, so a stochastic method loops in compiled code and is never
 restarted between checkpoints.
 

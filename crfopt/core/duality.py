@@ -1,6 +1,6 @@
 """Primal and dual objectives of a problem as functions of (problem, w) and (problem, μ).
 
-ALGORITHMS.md §1.3, LPL18 eqs. 3, 7–18: the dual variables μ (:class:`DualMarginals`), the
+docs/algorithms.md §1.3, LPL18 eqs. 3, 7–18: the dual variables μ (:class:`DualMarginals`), the
 conjugate maps ŵ(μ) and α̂(w) = ν(w), the dual D(μ), the block gaps g_i and the duality
 gaps. None of these counts work: they are what the benchmark evaluates at checkpoints
 (``crfopt.bench.evaluator.Evaluator``) and what tests check against.

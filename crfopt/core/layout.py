@@ -1,4 +1,4 @@
-"""The weight layout (ALGORITHMS.md §1.1): where each block of w lives in the flat vector.
+"""The weight layout (docs/algorithms.md §1.1): where each block of w lives in the flat vector.
 
 Weights are flat float64 vectors of length ``d = K (A_k + K)``, where ``A_k`` is the number
 of stored emission rows: the A embedding attributes plus the three bias attributes
@@ -22,7 +22,7 @@ N_BIAS = 3
 
 @dataclass(frozen=True)
 class WeightBlocks:
-    """Views of a flat weight vector in the paper's layout (ALGORITHMS.md §1.1).
+    """Views of a flat weight vector in the paper's layout (docs/algorithms.md §1.1).
 
     ``emission`` is K × A, ``bias`` K × 3 (count, first, last) or ``None`` when the
     problem has no bias block, ``transition`` K × K. Writing to a view writes to ``w``.

@@ -1,4 +1,4 @@
-"""The CRF training problem (ALGORITHMS.md §1): data, sizes, counters, counted oracles.
+"""The CRF training problem (docs/algorithms.md §1): data, sizes, counters, counted oracles.
 
 :class:`CRFProblem` is what every optimizer works on and what every comparison counts
 against. It is immutable after construction except for its work counters, which the
@@ -14,21 +14,21 @@ oracle kernels increment (§2). It holds only what an optimizer may use:
 What moved out, and why:
 
 - the weight layout → :mod:`crfopt.core.layout` (``zeros``/``pack``/``unpack`` stay as
-  one-line delegates: README and DESIGN name them on the problem);
+  one-line delegates: README and docs/architecture.md name them on the problem);
 - duality → :mod:`crfopt.core.duality`, functions of (problem, μ). ``dual(μ)`` and
-  ``conjugate_weights(μ)`` stay as delegates (DESIGN's public surface; no inference, so
-  nothing to count — dual optimizers use ŵ(μ⁰));
+  ``conjugate_weights(μ)`` stay as delegates (docs/architecture.md "Public surface";
+  no inference, so nothing to count — dual optimizers use ŵ(μ⁰));
 - *uncounted* evaluation (P, ∇P, gaps, ν(w) and Viterbi for the trace) → the benchmark's
   ``crfopt.bench.evaluator.Evaluator``, which the runner owns. An optimizer is handed the
   problem, so it is never handed an uncounted inference method; the audit cell of the
   kernel data stays as a second line of defence against imports of the free functions.
 
-``duality_gap``, ``predict`` and ``error`` are in DESIGN's public surface, so they stay,
-and they *count*: ``duality_gap`` pays its full pass (n forward calls with μ, n oracle calls
-with w) and Viterbi costs what a forward pass does, so each decoded sequence is one
-forward call, whatever the split. A user calling ``problem.error(w, "test")`` sees that
-in the counters; an optimizer that peeks at its test error pays for it. The benchmark
-evaluates with the evaluator, which counts nothing.
+``duality_gap``, ``predict`` and ``error`` are in docs/architecture.md "Public surface",
+so they stay, and they *count*: ``duality_gap`` pays its full pass (n forward calls with
+μ, n oracle calls with w) and Viterbi costs what a forward pass does, so each decoded
+sequence is one forward call, whatever the split. A user calling
+``problem.error(w, "test")`` sees that in the counters; an optimizer that peeks at its
+test error pays for it. The benchmark evaluates with the evaluator, which counts nothing.
 """
 
 from __future__ import annotations
@@ -480,7 +480,7 @@ class CRFProblem:
 
     @property
     def counters(self) -> Counters:
-        """Work counters (ALGORITHMS.md §2); ``counters.array`` goes into compiled kernels."""
+        """Work counters (docs/algorithms.md §2); ``counters.array`` goes into compiled kernels."""
         return self._counters
 
     @property
@@ -712,7 +712,7 @@ class CRFProblem:
         return int(self._data.offsets[i + 1] - self._data.offsets[i])
 
     def oracle(self, i: int, w: np.ndarray, *, gradient: bool = False) -> OracleResult:
-        """Counted oracle on sequence ``i`` (1 oracle call, ALGORITHMS.md §1.5).
+        """Counted oracle on sequence ``i`` (1 oracle call, docs/algorithms.md §1.5).
 
         Returns log Z_i, ℓ_i(w) and log-marginals of ν_i(w); with ``gradient=True`` also
         ∇ℓ_i(w) on the sequence's active attributes.

@@ -7,7 +7,7 @@ a conjunction, ``pos[-1]|pos[0]=DT|NN``. A feature whose position falls outside 
 sentence is not emitted (CRFsuite's examples do the same). Boolean transforms
 (``istitle``, ``isdigit``…) emit ``w[0].istitle`` when true and nothing otherwise.
 Sentence boundaries need no attribute of their own: the bias block's first/last
-features (ALGORITHMS.md §1.1) play the role of CRFsuite's BOS/EOS.
+features (docs/algorithms.md §1.1) play the role of CRFsuite's BOS/EOS.
 
 Template file (TOML)::
 

@@ -365,7 +365,7 @@ class MatSequences:
 
 
 def read_sag4crf_mat(path: str | os.PathLike[str], *, max_label: int = 65535) -> MatSequences:
-    """Read a SAG4CRF / sdca4crf ``.mat`` file (ALGORITHMS.md §1.8).
+    """Read a SAG4CRF / sdca4crf ``.mat`` file (docs/algorithms.md §1.8).
 
     ``X`` has one row per token plus a separator row after each sequence; ``y`` holds
     labels 1..K (K ≤ ``max_label``) and 0 on separator rows; an optional ``fold`` gives

@@ -15,7 +15,7 @@ pure NumPy (``CRFOPT_DISABLE_JIT=1``). A plugin decorates its loop with
             ...
             counters[kernels.ITERATIONS] += 1
 
-Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, ALGORITHMS.md §2):
+Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, docs/algorithms.md §2):
 
 ``oracle(data, counters, i, w, log_nodes, log_edges) -> (log_z, nll)``
     log-marginals of ν_i(w): nodes into ``log_nodes[:T]``, edges into ``log_edges[:T-1]``.

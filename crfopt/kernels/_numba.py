@@ -1,4 +1,4 @@
-"""Numba oracle kernels (ALGORITHMS.md §1, §5): the hot loop of every optimizer.
+"""Numba oracle kernels (docs/algorithms.md §1, §5): the hot loop of every optimizer.
 
 Forward–backward is *scaled* (linear space, one normalizer per position, the transition
 factor exp(W_T) computed once per sequence and pulled out of the summed pairwise
@@ -542,7 +542,7 @@ def chain_viterbi(unary, trans, T, K, out):
 
 
 # --------------------------------------------------------------------------------------
-# counted oracles (ALGORITHMS.md §1.5, §2)
+# counted oracles (docs/algorithms.md §1.5, §2)
 # --------------------------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ A :class:`KernelData` is a namedtuple of read-only arrays (plus one writable aud
 so numba compiles kernels against it like any other argument and plugins can pass
 ``problem.data`` straight into their own compiled loops.
 
-Layout (ALGORITHMS.md §1.1, with the bias block as three virtual attributes):
+Layout (docs/algorithms.md §1.1, with the bias block as three virtual attributes):
 
 * tokens of all sequences are concatenated; sequence ``i`` owns tokens
   ``offsets[i]:offsets[i+1]`` and edges ``offsets[i]-i : offsets[i+1]-i-1``;
@@ -14,7 +14,7 @@ Layout (ALGORITHMS.md §1.1, with the bias block as three virtual attributes):
   (``indptr``, ``indices``, ``values``) whose duplicate ids within a token were summed;
 * ``support[support_ptr[i]:support_ptr[i+1]]`` are the sorted distinct attributes of
   sequence ``i`` and ``local[p]`` is the position of ``indices[p]`` in that list, so a
-  per-sequence gradient is a small ``|S_i| × K`` matrix (ALGORITHMS.md §1.5). Dense
+  per-sequence gradient is a small ``|S_i| × K`` matrix (docs/algorithms.md §1.5). Dense
   problems use the full range ``0..n_attributes-1`` for every sequence.
 """
 
@@ -87,7 +87,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 def _merge_duplicates(
     indptr: np.ndarray, indices: np.ndarray, values: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Sort ids within each token and sum duplicates (ALGORITHMS.md §1.1 [choice]).
+    """Sort ids within each token and sum duplicates (docs/algorithms.md §1.1 [choice]).
 
     Values are summed so that an attribute listed twice counts as multiplicity 2 in the
     scores and in the features alike.
@@ -225,7 +225,7 @@ def build_kernel_data(
     indptr, indices32, values = _merge_duplicates(indptr, indices, values)
 
     # Per-sequence supports: distinct attributes of each sequence and the local index
-    # of every stored entry (ALGORITHMS.md §1.5, gradient restricted to active columns).
+    # of every stored entry (docs/algorithms.md §1.5, gradient restricted to active columns).
     n = len(lengths)
     tok_seq = np.repeat(np.arange(n, dtype=np.int64), lengths)
     entry_seq = np.repeat(tok_seq, np.diff(indptr))

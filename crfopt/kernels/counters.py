@@ -1,4 +1,4 @@
-"""Work counters owned by a :class:`~crfopt.CRFProblem` (ALGORITHMS.md §2).
+"""Work counters owned by a :class:`~crfopt.CRFProblem` (docs/algorithms.md §2).
 
 The counters are one small ``int64`` array. Counted oracle kernels, compiled or not,
 increment it themselves, so an optimizer's compiled inner loop is counted exactly as a

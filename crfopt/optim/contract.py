@@ -1,4 +1,4 @@
-"""The optimizer contract (DESIGN.md "Optimizer", ALGORITHMS.md §3.0).
+"""The optimizer contract (docs/architecture.md "Optimizer", docs/algorithms.md §3.0).
 
 A plugin optimizer subclasses :class:`Optimizer`, declares its parameters, and
 implements :meth:`Optimizer.setup` and :meth:`Optimizer.step` (or, for speed,
@@ -40,7 +40,7 @@ class Param:
 
     ``type`` is one of ``float``, ``int``, ``bool``, ``str``; ``choices`` restricts a
     ``str``; ``allow_none`` admits ``None`` (for "off" settings). The help line names
-    the section of ALGORITHMS.md or the paper that fixes the default.
+    the section of docs/algorithms.md or the paper that fixes the default.
     """
 
     default: Any
@@ -176,14 +176,14 @@ def resolve_params(
 
 @dataclass(frozen=True)
 class Cost:
-    """Declared work per iteration (ALGORITHMS.md §2), checked by the conformance suite.
+    """Declared work per iteration (docs/algorithms.md §2), checked by the conformance suite.
 
     Each field is a ``(min, max)`` range per iteration (``max=None``: unbounded). With
     ``per_pass=True`` the oracle and forward counts are in units of n full passes and
     must be whole multiples of n (batch methods such as L-BFGS).
 
     ``init_passes`` bounds the work of :meth:`Optimizer.setup`: at most that many
-    effective passes ((init oracle + init forward calls) / n, ALGORITHMS.md §2), counted
+    effective passes ((init oracle + init forward calls) / n, docs/algorithms.md §2), counted
     apart in ``init_oracle_calls``/``init_forward_calls`` and kept off the axes. The
     default 0 holds an optimizer that declares nothing to an initialization without
     oracle work, so expensive initializations cannot hide there.
@@ -289,7 +289,7 @@ class Optimizer(abc.ABC):
     problem : CRFProblem
         The problem to solve; only its counted oracles may be used.
     seed : int
-        Seed of the run's one random generator ``self.rng`` (PCG64, ALGORITHMS.md §3.0).
+        Seed of the run's one random generator ``self.rng`` (PCG64, docs/algorithms.md §3.0).
     **params
         Overrides of the declared parameters; unknown or ill-typed ones raise
         :class:`ParameterError` listing the valid names.

@@ -1,5 +1,5 @@
 """Dual marginals shared by the dual methods (SDCA, OEG): initialization and log-space
-arithmetic (ALGORITHMS.md §3.1 "Initialization", §5.2, §5.5).
+arithmetic (docs/algorithms.md §3.1 "Initialization", §5.2, §5.5).
 
 The dual variables are the log-marginals μ_i of every sequence, kept in a
 :class:`crfopt.DualMarginals` (float64, or float32 for large label sets). Never start at

@@ -4,7 +4,7 @@ Plugins call these from their own :func:`crfopt.jit` loops, with ``problem.data`
 ``problem.counters.array`` as for :mod:`crfopt.kernels`. Every function follows
 ``CRFOPT_DISABLE_JIT`` (plain Python then).
 
-Lazy scaled weights (Le Roux et al. 2012; SBA15 §4.1; ALGORITHMS.md §3.4 "Lazy sparse
+Lazy scaled weights (Le Roux et al. 2012; SBA15 §4.1; docs/algorithms.md §3.4 "Lazy sparse
 update", §5.7):
     :class:`LazyWeights` keeps w = s·u and a running sum S so that the dense update
     ``w ← c·w − β·d`` costs O(1): ``lazy_step`` sets s ← c·s, S ← S + β/s, and
@@ -13,10 +13,10 @@ update", §5.7):
     (exact while d_j stays constant). ``renormalize`` folds s into u when it gets tiny,
     ``materialize`` returns the dense w. ``scaled_scores`` gives the score tables of
     w = s·u on one sequence.
-Local gradient (ALGORITHMS.md §1.5, §3.4):
+Local gradient (docs/algorithms.md §1.5, §3.4):
     ``local_gradient`` assembles ∇ℓ_i = E_ν F − F(x_i, y_i) on sequence i's support from
     its marginals and returns ‖∇ℓ_i‖².
-Lipschitz backtracking (Beck & Teboulle 2009; SBA15 §4; ALGORITHMS.md §3.4
+Lipschitz backtracking (Beck & Teboulle 2009; SBA15 §4; docs/algorithms.md §3.4
 ``lipschitz_ls``):
     ``lipschitz_backtrack`` finds the first L = L₀·2^j with
     ℓ_i(w − g/L) ≤ ℓ_i(w) − ‖g‖²/(2L), each trial one counted forward call on score tables.
@@ -65,7 +65,7 @@ __all__ = [
     "scaled_scores",
 ]
 
-#: fold the scale into u once s drops below this (ALGORITHMS.md §5.7): s·u must not underflow
+#: fold the scale into u once s drops below this (docs/algorithms.md §5.7): s·u must not underflow
 RENORMALIZE_BELOW = 1e-100
 
 
@@ -130,7 +130,7 @@ def catch_up_all(u, d, last, A, K, S):
 
 @jit(inline=True)
 def lazy_step(lw, shrink, alpha, count):
-    """Apply w ← shrink·w − (alpha/count)·d in O(1) (ALGORITHMS.md §3.4).
+    """Apply w ← shrink·w − (alpha/count)·d in O(1) (docs/algorithms.md §3.4).
 
     s ← shrink·s and S ← S + alpha/(count·s_new); rows pay the d-part at catch-up.
     Returns the new (s, S).
@@ -144,7 +144,7 @@ def lazy_step(lw, shrink, alpha, count):
 
 @jit
 def renormalize(lw, A, K):
-    """Fold s into u (ALGORITHMS.md §5.7): catch up everything, u ← s·u, s = 1, S = 0."""
+    """Fold s into u (docs/algorithms.md §5.7): catch up everything, u ← s·u, s = 1, S = 0."""
     u, d, last = lw.u, lw.d, lw.last
     catch_up_all(u, d, last, A, K, lw.scale[1])
     s = lw.scale[0]
@@ -191,7 +191,7 @@ def lipschitz_backtrack(
 ):
     """Smallest tried L = L₀·2^j with ℓ_i(w − g/L) ≤ ℓ_i(w) − ‖g‖²/(2L) (Beck–Teboulle).
 
-    The sufficient-decrease test of SAG's line search (SBA15 §4; ALGORITHMS.md §3.4
+    The sufficient-decrease test of SAG's line search (SBA15 §4; docs/algorithms.md §3.4
     ``lipschitz_ls``, §5.7): ``unary[:T]``/``trans`` are the scores θ(w), ``g_unary[:T]``/
     ``g_trans`` the scores θ(g) of the direction g (``kernels.local_scores``), ``f`` =
     ℓ_i(w), ``gn2`` = ‖g‖². Each trial is one counted forward call on θ(w) − θ(g)/L;
@@ -279,7 +279,7 @@ def local_curvature(data, counters, i, unary, trans, iterations, wk):
     """Power-iteration estimate of λ_max(∇²ℓ_i(w)), the curvature of ℓ_i at w.
 
     ∇²ℓ_i(w) = Cov_{ν_i(w)}[F(x_i, Y)] (ν_i the model's distribution of the labels of
-    sequence i at w; ALGORITHMS.md §1.3), a PSD matrix living on sequence i's support
+    sequence i at w; docs/algorithms.md §1.3), a PSD matrix living on sequence i's support
     and the transition block. Each power step forms H v as the central difference
     (E_{θ+εθ(v)}F − E_{θ−εθ(v)}F)/(2ε) of expected features on the score tables θ = θ(w)
     (``unary[:T]``, ``trans``; scores are linear in w, §1.1), which is two **counted**

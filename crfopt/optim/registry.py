@@ -1,12 +1,12 @@
 """Plugin manager and registry: where optimizer and problem names come from.
 
-Sources, in order (STYLE.md §3): the built-in packages ``crfopt_plugins`` (folder
-``plugins/``) and ``crfopt_datasets`` (folder ``datasets/``), installed distributions that
-expose the ``crfopt`` entry-point group, and ``.py`` files of ``--plugin-dir``
-directories. Each plugin is imported and registered on its own; one that fails to import,
-to validate or to register is recorded (:attr:`Registry.failures`, a warning with its
-traceback) and the others keep working. A fresh manager is built per call — there is no
-module-level registry.
+Sources, in order (docs/plugins.md "Where plugins come from"): the built-in packages
+``crfopt_plugins`` (folder ``plugins/``) and ``crfopt_datasets`` (folder ``datasets/``),
+installed distributions that expose the ``crfopt`` entry-point group, and ``.py`` files
+of ``--plugin-dir`` directories. Each plugin is imported and registered on its own; one
+that fails to import, to validate or to register is recorded
+(:attr:`Registry.failures`, a warning with its traceback) and the others keep working.
+A fresh manager is built per call — there is no module-level registry.
 
 Environment:
 

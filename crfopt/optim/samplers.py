@@ -1,4 +1,4 @@
-"""Samplers: how a stochastic optimizer picks the next sequence (ALGORITHMS.md §3.3, §4).
+"""Samplers: how a stochastic optimizer picks the next sequence (docs/algorithms.md §3.3, §4).
 
 A sampler is a :class:`SamplerState` (a namedtuple of arrays, so compiled plugin loops
 can take it as an argument) plus compiled functions that draw an index and take
@@ -32,7 +32,7 @@ SAG-NUS* (SBA15 §5) is ``weighted`` with ρ = 0.5 and q_i = L_i set at each vis
 uniform over all n, half ∝ L_i over the examples seen so far (an unseen one has q_i = 0),
 uniform until the first weight is set.
 
-``nus`` is SAG-NUS's three-way mixture (SLRB13 §5.5; ALGORITHMS.md §3.5, §4): with m of
+``nus`` is SAG-NUS's three-way mixture (SLRB13 §5.5; docs/algorithms.md §3.5, §4): with m of
 the n examples seen (an example becomes seen when its weight is first set), the draw is
 uniform over the n − m **unseen** examples with probability (n − m)/n; otherwise it is
 uniform over the seen ones with probability 1 − ρ and ∝ q_i over them with probability ρ

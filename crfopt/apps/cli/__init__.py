@@ -1,4 +1,4 @@
-"""The ``crfopt`` command line (DESIGN.md "Public surface").
+"""The ``crfopt`` command line (docs/architecture.md "Public surface").
 
 One module per command family: :mod:`.problems` (list, info, optimum, fetch),
 :mod:`.compare` (compare, report), :mod:`.models` (train, tag, evaluate); what they
