@@ -33,7 +33,7 @@ from crfopt.bench.runner import Budget, Schedule
 from crfopt.data.fileio import clean_stale_tmp, file_lock
 from crfopt.kernels.jit import JIT_ENABLED
 from crfopt.optim.contract import ParameterError, display_name
-from crfopt.optim.parse import parse_selection
+from crfopt.optim.parse import describe_values, expand_selection
 from crfopt.optim.registry import Registry, get_registry
 
 
@@ -194,6 +194,33 @@ def _check_problem(reg: Registry, prob: str, params: Mapping[str, Any]) -> None:
         reg.problem(prob)  # raises UnknownNameError with the choices
 
 
+def _resolve(reg: Registry, name: str, merged: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's resolved parameters; a bad value's error also says what is valid."""
+    spec = reg.optimizer(name)
+    try:
+        return spec.resolve(merged)
+    except ParameterError as exc:
+        declared = spec.parameters()
+        bad = [k for k, v in merged.items() if k in declared and not _accepts(declared[k], k, v)]
+        if not bad:
+            raise  # an unknown parameter: the message already lists the valid ones
+        k = bad[0]
+        # the message starts with the variant's name: name the run's whole selection
+        text = str(exc).removeprefix(f"{name}: ")
+        raise ParameterError(
+            f"{display_name(name, merged)}: {text}; {k} accepts {declared[k].type.__name__} "
+            f"{describe_values(declared[k])} (crfopt list optimizers {name})"
+        ) from None
+
+
+def _accepts(param: Any, key: str, value: Any) -> bool:
+    try:
+        param.coerce(key, value, "")
+    except ParameterError:
+        return False
+    return True
+
+
 def expand_grid(
     problems: Sequence[str],
     optimizers: Sequence[str],
@@ -210,15 +237,20 @@ def expand_grid(
 ) -> list[RunTask]:
     """Every run of the grid, in order (problem, optimizer, seed), validated; no data loaded.
 
-    ``optimizers`` are selections (``NAME[param=value,...]``); ``overrides`` maps an
+    ``optimizers`` are selections (``NAME[param=value,...]``) or sweeps
+    (``NAME[param=v1,v2,...]``, one run per value, the cartesian product of several
+    swept parameters: :func:`crfopt.optim.parse.expand_selection`); ``overrides`` maps an
     optimizer name to parameters (``--set``), which inline ones take precedence over.
+    Every value is converted by its parameter's type and checked against its range or
+    choices here, before any run: an error names the value, the parameter and what it
+    accepts.
     """
     reg = registry or get_registry(plugin_dirs)
     budget = budget or Budget()
     schedule = Schedule(checkpoints)
     overrides = {k: dict(v) for k, v in (overrides or {}).items()}
     problem_params = {k: dict(v) for k, v in (problem_params or {}).items()}
-    parsed = [parse_selection(o) for o in optimizers]
+    parsed = [sel for o in optimizers for sel in expand_selection(o)]
     stray = sorted(set(overrides) - ({name for name, _ in parsed} | set(problems)))
     if stray:
         raise ParameterError(
@@ -227,7 +259,7 @@ def expand_grid(
     selections: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
     for name, inline in parsed:
         merged = {**overrides.get(name, {}), **inline}
-        resolved = reg.optimizer(name).resolve(merged)  # a usage error, before any work
+        resolved = _resolve(reg, name, merged)  # a usage error, before any work
         selections.append((name, merged, resolved))
     seeds = [int(s) for s in seeds]
     tasks = []

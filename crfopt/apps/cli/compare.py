@@ -23,7 +23,7 @@ from crfopt.apps.cli.options import (
     resolve_sets,
 )
 from crfopt.bench.problems import is_corpus_path
-from crfopt.optim.parse import parse_selection, split_list
+from crfopt.optim.parse import parse_sweep, split_list
 from crfopt.optim.registry import UnknownNameError
 
 
@@ -168,7 +168,11 @@ def _csv_ints(text: str) -> list[int]:
     "--problem", "problems", required=True, help="Problem name(s) or corpus path, comma-separated."
 )
 @click.option(
-    "--optimizers", required=True, help="Variants, comma-separated; NAME[param=value,...] allowed."
+    "--optimizers",
+    required=True,
+    help="Variants, comma-separated; NAME[param=value,...] sets parameters and "
+    "NAME[param=v1,v2,...] sweeps one (a run per value; several swept parameters: every "
+    "combination).",
 )
 @click.option("--passes", type=float, default=None, help="Budget in effective passes (default 10).")
 @click.option("--oracle-calls", type=int, default=None, help="Budget in oracle calls.")
@@ -270,6 +274,8 @@ def compare_cmd(
           --passes 20 --seeds 0,1,2 --backend joblib --n-jobs 2 --out results/conll
       crfopt compare --problem train.conll --template ner --test test.conll \\
           --optimizers sdca-gap --out results/mine
+      crfopt compare --problem synthetic --optimizers "sg[step_size=1,0.1,0.01]" \\
+          --passes 5 --out results/sweep
     """
     from crfopt.bench.compare import (
         compare,
@@ -282,7 +288,7 @@ def compare_cmd(
 
     problem_list = split_list(problems)
     try:
-        selected = [parse_selection(text)[0] for text in split_list(optimizers)]
+        selected = [parse_sweep(text)[0] for text in split_list(optimizers)]
     except ParameterError as exc:
         raise click.UsageError(str(exc)) from None
     problem_params, overrides = resolve_sets(sets, problems=problem_list, optimizers=selected)
