@@ -23,12 +23,17 @@
   LPL18's six methods keep fixed colours everywhere (:data:`FIXED_COLOURS`).
 * **One figure routine.** :func:`draw_curves` draws one panel (median over runs, min–max
   band, the init diamond); :func:`curve_figure` lays panels out over several axes.
+* **Post-hoc best-of.** :func:`best_of` keeps, of a swept parameter
+  (``sg[step_size=1,0.1,0.01]``), only the value with the lowest final relative
+  sub-optimality (``crfopt report --best-of sg:step_size``), as SBA15 §6 choose SG steps.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -235,6 +240,7 @@ def draw_curves(
     hidden, marked = 0, False
     for opt, (color, ls) in styles.items():
         sub = df[df["optimizer"] == opt]
+        sub = sub[sub[y].notna()]  # checkpoints without the value (a sparse metric)
         if sub.empty:
             continue
         if log:
@@ -325,3 +331,156 @@ def curve_figure(
         panels[0].set_ylabel(ylabel)
     legend_outside(fig, panels[-1])
     return fig, panels, hidden, marked
+
+
+# --------------------------------------------------------------------------- best-of
+
+
+@dataclass(frozen=True)
+class BestOf:
+    """One post-hoc choice of :func:`best_of`: on ``problem``, of the runs of variant
+    ``optimizer`` (with the other parameters ``fixed``), those with ``param = best`` were
+    kept out of ``values``; ``scores`` are the criterion per value (inf: not reached)."""
+
+    problem: str
+    optimizer: str
+    param: str
+    best: Any
+    values: tuple[Any, ...]
+    scores: tuple[float, ...]
+    fixed: str = ""
+
+    @property
+    def note(self) -> str:
+        """``sg: best step_size=0.1 of 1, 0.1`` (the note figures and summary.md show)."""
+        where = f" ({self.fixed})" if self.fixed else ""
+        return (
+            f"{self.optimizer}{where}: best {self.param}={format_value(self.best)} of "
+            f"{', '.join(format_value(v) for v in self.values)}"
+        )
+
+
+def format_value(v: Any) -> str:
+    """A parameter value as the selection grammar writes it (1, 0.1, 1e-05, true, none)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if v is None:
+        return "none"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def parse_best_of(text: str) -> tuple[str, str]:
+    """``"sg:step_size"`` → (``"sg"``, ``"step_size"``), the ``--best-of`` notation."""
+    name, sep, param = text.partition(":")
+    if not sep or not name.strip() or not param.strip() or ":" in param:
+        raise ValueError(f"bad --best-of {text!r}: expected NAME:PARAM, e.g. sg:step_size")
+    return name.strip(), param.strip()
+
+
+def variant_of(label: str) -> str:
+    """The variant of an optimizer label: ``sg[step_size=0.1]`` → ``sg``."""
+    return str(label).split("[", 1)[0]
+
+
+def _value_order(values: Sequence[Any]) -> list[Any]:
+    """Numbers largest first (a step grid reads 1, 0.1, 0.01), then the rest by text."""
+    nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    rest = [v for v in values if v not in nums]
+    return sorted(nums, reverse=True) + sorted(rest, key=format_value)
+
+
+def best_of(
+    frame: pd.DataFrame,
+    choices: Sequence[tuple[str, str] | str],
+    *,
+    column: str = "relative_suboptimality",
+) -> tuple[pd.DataFrame, list[BestOf]]:
+    """Keep, per problem and variant NAME, only the runs of the best value of PARAM.
+
+    ``choices`` are (NAME, PARAM) pairs or ``"NAME:PARAM"`` texts. Runs of NAME (labels
+    ``NAME`` or ``NAME[...]``) are grouped by problem and by their other parameters (so
+    ``sg[step_size=1,0.1,schedule=constant,decaying]`` keeps one step per schedule); in
+    each group the value of PARAM (read from the run's resolved ``params``) with the
+    lowest **final relative sub-optimality** ``column`` — the last checkpoint of each
+    run, median over seeds — is kept and the runs of the other values are dropped.
+    Why this criterion: SBA15 §6 choose the SG step post hoc as the one reaching the best
+    final objective, and the final sub-optimality relative to P(0) is that objective
+    compared on one scale across problems. A run whose final value is missing (failed,
+    diverged) counts as +inf, so a diverging step is never chosen; ties go to the first
+    value in :class:`BestOf` order (numbers largest first).
+
+    Pure: returns (the kept rows, with ``frame.attrs``; one :class:`BestOf` per group).
+    Raises ValueError naming the problem and variant when NAME has no runs, PARAM is not
+    one of its parameters, or no run has a final value (results made without P*).
+    """
+    pairs = [parse_best_of(c) if isinstance(c, str) else tuple(c) for c in choices]
+    names = [n for n, _ in pairs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"--best-of names {', '.join(dup)} more than once")
+    if column not in frame.columns:
+        raise ValueError(f"best-of needs the {column!r} column, absent from the results")
+    variants = frame["optimizer"].map(variant_of)
+    params = frame["params"].map(lambda t: json.loads(t) if isinstance(t, str) else {})
+    drop = pd.Series(False, index=frame.index)
+    notes: list[BestOf] = []
+    for name, param in pairs:
+        mine = variants == name
+        if not mine.any():
+            present = ", ".join(sorted(set(variants)))
+            raise ValueError(f"--best-of {name}:{param}: no runs of {name!r}; present: {present}")
+        known = sorted({k for d in params[mine] for k in d})
+        if param not in known:
+            raise ValueError(
+                f"--best-of {name}:{param}: {name} has no parameter {param!r}; its "
+                f"parameters: {', '.join(known)}"
+            )
+        sub = frame[mine].assign(
+            _value=params[mine].map(lambda d, p=param: d.get(p)),
+            _fixed=params[mine].map(
+                lambda d, p=param: ",".join(
+                    f"{k}={format_value(v)}" for k, v in sorted(d.items()) if k != p
+                )
+            ),
+        )
+        for (problem, fixed), grp in sub.groupby(["problem", "_fixed"], sort=True):
+            last = grp.sort_values("checkpoint").groupby("run_id").tail(1)
+            finals = last[column].astype(float).where(lambda x: np.isfinite(x), math.inf)
+            values = _value_order(list(dict.fromkeys(last["_value"])))
+            scores = [
+                float(np.median(finals[last["_value"].map(lambda v, u=u: _same(v, u))]))
+                for u in values
+            ]
+            if not any(math.isfinite(x) for x in scores):
+                raise ValueError(
+                    f"--best-of {name}:{param}: on {problem}, no run of {name} has a final "
+                    f"{column.replace('_', ' ')} (results made with --no-optimum, or every "
+                    "value failed)"
+                )
+            best = values[int(np.argmin(scores))]
+            losers = grp.index[~grp["_value"].map(lambda v, b=best: _same(v, b))]
+            drop[losers] = True
+            varied = _fixed_note(fixed, sub[sub["problem"] == problem]["_fixed"])
+            notes.append(
+                BestOf(str(problem), name, param, best, tuple(values), tuple(scores), varied)
+            )
+    kept = frame[~drop].copy()
+    kept.attrs = dict(frame.attrs)
+    return kept, notes
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of one parameter (True is not 1 here)."""
+    return isinstance(a, bool) == isinstance(b, bool) and a == b
+
+
+def _fixed_note(fixed: str, all_fixed: pd.Series) -> str:
+    """The other parameters of a group, only those that differ between its groups."""
+    groups = [dict(p.split("=", 1) for p in f.split(",") if p) for f in set(all_fixed)]
+    if len(groups) < 2:
+        return ""
+    mine = dict(p.split("=", 1) for p in fixed.split(",") if p)
+    varies = [k for k in mine if len({g.get(k) for g in groups}) > 1]
+    return ",".join(f"{k}={mine[k]}" for k in varies)

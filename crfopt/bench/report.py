@@ -48,6 +48,7 @@ from crfopt.bench.analysis import (
     AXES,
     INIT_SHIFT,
     axis_label,
+    best_of,
     curve_figure,
     draw_curves,
     legend_outside,
@@ -206,6 +207,25 @@ def init_note(table: pd.DataFrame, init_offset: bool) -> str:
     return f"{text}. No optimizer here did initialization work."
 
 
+def _picks(chosen: Sequence[Any], problem: Any) -> str:
+    """A figure title's second line naming the post-hoc choices on ``problem``."""
+    picks = "; ".join(b.note for b in chosen if b.problem == str(problem))
+    return f"\n{picks} (lowest final sub-optimality, post hoc)" if picks else ""
+
+
+def _best_of_lines(chosen: Sequence[Any]) -> list[str]:
+    """summary.md's paragraph on post-hoc choices (``--best-of``), or nothing."""
+    if not chosen:
+        return []
+    lines = [
+        "Post-hoc best-of (--best-of): of each swept parameter, only the value with the "
+        "lowest final relative sub-optimality (median over seeds) is shown:",
+        "",
+    ]
+    lines += [f"- {b.problem}: {b.note}" for b in chosen]
+    return [*lines, ""]
+
+
 def to_markdown(table: pd.DataFrame) -> str:
     cols = list(table.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -221,11 +241,15 @@ def make_report(
     formats: Sequence[str] = ("png", "svg"),
     title: str | None = None,
     init_offset: bool = True,
+    best: Sequence[str | tuple[str, str]] = (),
 ) -> Report:
     """Figures, a Markdown summary and a self-contained HTML page for a results folder.
 
     With ``init_offset`` (default) the passes, oracle-call and seconds axes and the
     table's efforts include each optimizer's initialization work (module docstring).
+    ``best`` (``"NAME:PARAM"``, ``--best-of``) keeps only the best value of a swept
+    parameter per problem (:func:`crfopt.bench.analysis.best_of`: lowest final relative
+    sub-optimality, median over seeds); figures and summary.md say which was kept.
     """
     import matplotlib
 
@@ -242,6 +266,7 @@ def make_report(
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     df = plot_frame(frame, init_offset)
+    df, chosen = best_of(df, best) if best else (df, [])
     # one (colour, line style) per optimizer for the whole report, from the sorted names
     styles = line_styles(sorted(df["optimizer"].unique()))
     sns.set_theme(style="whitegrid", context="notebook")
@@ -269,6 +294,7 @@ def make_report(
             )
             if marked:
                 note += "; ◇ = start after initialization work"
+            note += _picks(chosen, problem)
             fig.suptitle(f"{problem}: relative primal sub-optimality{note}", fontsize=11)
             report.figures += _save(fig, out_dir, f"{problem}-suboptimality", formats)
             parts.append(f'<img alt="sub-optimality" src="data:image/png;base64,{_png_b64(fig)}">')
@@ -321,7 +347,7 @@ def make_report(
             final = pdf.sort_values("checkpoint").groupby("run_id")["test_error"].last()
             if final.notna().any() and final.max() > 0:
                 panels[0].set_ylim(0.8 * float(final.min()), min(1.0, 3.0 * float(final.max())))
-            fig.suptitle(f"{problem}: test error", fontsize=11)
+            fig.suptitle(f"{problem}: test error{_picks(chosen, problem)}", fontsize=11)
             report.figures += _save(fig, out_dir, f"{problem}-test-error", formats)
             parts.append(f'<img alt="test error" src="data:image/png;base64,{_png_b64(fig)}">')
             plt.close(fig)
@@ -339,6 +365,7 @@ def make_report(
         "",
         axes_note,
         "",
+        *_best_of_lines(chosen),
         to_markdown(table),
     ]
     for fig_path in report.figures:
@@ -361,6 +388,7 @@ td, th {{ padding: 0.25em 0.6em; border-bottom: 1px solid #ddd; text-align: righ
 <p>Relative primal sub-optimality is (P(w) − P*)/P(0) with the certified reference optimum
 P*; duality gaps are true gaps evaluated at each checkpoint (not counted, not timed).</p>
 <p>{html.escape(axes_note)}</p>
+{"".join(f"<p>{html.escape(line)}</p>" for line in _best_of_lines(chosen) if line)}
 {table_html}
 {"".join(sections)}
 <p style="color:#777;font-size:0.8em">provenance: {html.escape(json.dumps(provenance))}</p>

@@ -404,14 +404,31 @@ def compare_cmd(
     help="Add each optimizer's setup() work to the passes, oracle-call and seconds axes "
     "(curves start where it ended, marked ◇) and to the table; off: iterations only.",
 )
-def report_cmd(results: str, out: str, formats: str, title: str | None, init_offset: bool) -> None:
+@click.option(
+    "--best-of",
+    "best",
+    multiple=True,
+    metavar="NAME:PARAM",
+    help="Of a swept parameter (e.g. sg:step_size after --optimizers "
+    "'sg[step_size=1,0.1,0.01]'), show per problem only the value with the lowest final "
+    "relative sub-optimality (median over seeds), as SBA15 pick SG steps; repeatable.",
+)
+def report_cmd(
+    results: str,
+    out: str,
+    formats: str,
+    title: str | None,
+    init_offset: bool,
+    best: Sequence[str],
+) -> None:
     """Figures, a Markdown summary and a self-contained HTML page from RESULTS (a
     folder written by `crfopt compare`, or one of its run files).
 
-    Example:
+    Examples:
 
     \b
       crfopt report results/ocr --out report/ocr --format png,pdf
+      crfopt report results/sweep --out report/sweep --best-of sg:step_size
     """
     from crfopt.bench.report import make_report
 
@@ -422,6 +439,7 @@ def report_cmd(results: str, out: str, formats: str, title: str | None, init_off
             formats=[f.strip() for f in formats.split(",") if f.strip()],
             title=title,
             init_offset=init_offset,
+            best=best,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
