@@ -68,6 +68,22 @@ def test_missing_data_names_the_file_and_how_to_get_it(no_data, args):
     assert "cannot write" not in res.output and "free space" not in res.output
 
 
+def test_missing_data_without_optimum_is_an_input_error_not_failed_runs(no_data):
+    """With --no-optimum no P* step loads the problem first: each run used to record the
+    missing file as its own failure (exit 0 or 1, one error per run); the inputs are now
+    loaded once before the grid."""
+    out = no_data / "out"
+    res = CliRunner().invoke(
+        main,
+        ["compare", "--problem", "ocr", "--optimizers", "lbfgs,sag", "--passes", "1",
+         "--no-optimum", "--out", str(out), "--quiet"],
+    )  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert _handled(res), res.exception
+    assert "ocr/ocr.mat" in res.output and "missing input" in res.output
+    assert not list(out.glob("run-*.parquet"))  # no run was attempted, none stored failed
+
+
 def test_missing_data_in_a_real_process_prints_no_traceback(tmp_path):
     env = {
         **os.environ,

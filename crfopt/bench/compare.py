@@ -68,6 +68,19 @@ def _check_writable(out_dir: Path) -> None:
         raise ResultsNotWritableError(out_dir, exc) from exc
 
 
+def _load_inputs(tasks: Sequence[RunTask], reg: Registry, cache: ProblemCache) -> None:
+    """Load each problem of ``tasks`` once, before any run, so that a missing or damaged
+    input raises here (the CLI's exit 2 naming the file) instead of being stored as a
+    failed run by every task (:func:`execute_task` records, never raises). The P* step
+    does this by itself; this is for ``optimum=False``."""
+    seen: set[str] = set()
+    for t in tasks:
+        key = f"{t.problem}|{sorted(t.problem_params.items())}"
+        if key not in seen:
+            seen.add(key)
+            cache.get(reg, t.problem, t.problem_params)
+
+
 def _with_optimum(
     tasks: list[RunTask], reg: Registry, cache: ProblemCache, optimum: bool, progress: Any
 ) -> list[RunTask]:
@@ -199,6 +212,8 @@ def compare(
         reporter.planned(plan)
     # One cache for this process: the problem loaded for P* is the one serial runs use.
     cache = ProblemCache()
+    if not optimum:
+        _load_inputs(plan.pending, reg, cache)
     pending = _with_optimum(plan.pending, reg, cache, optimum, getattr(reporter, "message", None))
     if timeout is not None:
         pending = [t.with_(timeout=float(timeout)) for t in pending]
