@@ -170,7 +170,7 @@ def test_progress_reports_iterations_and_certified_gap_while_computing(problem, 
 def test_shipped_table_is_well_formed():
     table = json.loads(opt.SHIPPED_TABLE.read_text())
     names = [e["problem"] for e in table["optima"]]
-    assert "ocr" in names and "synthetic" in names
+    assert {"ocr", "sag4crf-conll", "synthetic"} <= set(names)
     for e in table["optima"]:
         assert len(e["fingerprint"]) == 64
         assert math.isfinite(e["p_star"]) and e["p_star"] > 0
@@ -179,7 +179,7 @@ def test_shipped_table_is_well_formed():
 
 
 @pytest.mark.data
-@pytest.mark.parametrize("name", ["ocr", "synthetic"])
+@pytest.mark.parametrize("name", ["ocr", "sag4crf-conll", "synthetic"])
 def test_shipped_optimum_matches_the_builtin_problem(name, fresh_cache, monkeypatch):
     """The table's fingerprints are those of today's featurization: a built-in problem
     starts optimizing at once instead of spending minutes on P*."""
