@@ -772,6 +772,11 @@ def parametrize_with_checks(
 ) -> Callable[[Any], Any]:
     """A pytest ``parametrize`` decorator over (variant, check) pairs.
 
+    The decorated test receives ``optimizer_name`` and ``check``; call ``check()``.
+    Test ids read ``sdca-gap-check_counts_per_iteration``. The decorated function gets
+    an attribute ``conformance_counts``, {variant: number of checks}, so that a test
+    can show and assert how many checks each variant runs.
+
     Parameters
     ----------
     names : iterable of str, optional
@@ -784,11 +789,6 @@ def parametrize_with_checks(
         :class:`ValueError`. Expected failures are strict: if one passes, the test
         fails so that the exemption is removed. Non-finite weights, primal or dual fail
         even an exempted check.
-
-    The decorated test receives ``optimizer_name`` and ``check``; call ``check()``.
-    Test ids read ``sdca-gap-check_counts_per_iteration``. The decorated function gets
-    an attribute ``conformance_counts``, {variant: number of checks}, so that a test
-    can show and assert how many checks each variant runs.
     """
     import pytest
 
