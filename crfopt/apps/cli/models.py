@@ -21,7 +21,6 @@ from crfopt.apps.cli.options import (
     plugin_dir_option,
     resolve_sets,
 )
-from crfopt.optim.registry import UnknownNameError
 
 
 @click.command(
@@ -80,6 +79,7 @@ def train_cmd(
     """
     from crfopt.apps.train import TrainingError, train
     from crfopt.optim.contract import ParameterError
+    from crfopt.optim.registry import UnknownNameError
 
     reg = build_registry(plugin_dirs)
     try:

@@ -1,5 +1,10 @@
 """What every command shares: consoles, common options, the one ``--set`` resolver,
-registry and problem loading, the exit-code epilog, the command group class."""
+registry and problem loading, the exit-code epilog, the command group class.
+
+Like every module of the CLI, this one imports only click and rich at module level:
+``crfopt --help`` and the help of every command build from these modules alone, and the
+layers below (numba, pandas, scipy, the plugins) load inside the command that runs.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,14 @@ import functools
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
-from crfopt.bench.problems import load_from
-from crfopt.optim.contract import ParameterError
-from crfopt.optim.parse import parse_assignments
-from crfopt.optim.registry import Registry, UnknownNameError, get_registry
+if TYPE_CHECKING:
+    from crfopt.optim.registry import Registry
 
 # Tables are read in logs and CI output too, where rich would assume 80 columns.
 console = Console(stderr=False, highlight=False, width=None if sys.stdout.isatty() else 140)
@@ -111,6 +114,9 @@ def corpus_params(
 def parse_sets(items: Sequence[str]) -> dict[str, dict[str, Any]]:
     """``NAME.param=value`` items into {NAME: {param: value}} (``crfopt.optim.parse``'s
     grammar; a malformed item is a usage error of ``--set``)."""
+    from crfopt.optim.contract import ParameterError
+    from crfopt.optim.parse import parse_assignments
+
     try:
         return parse_assignments(items)
     except ParameterError as exc:
@@ -141,6 +147,10 @@ def resolve_sets(
 
 
 def build_registry(plugin_dirs: Sequence[str]) -> Registry:
+    """Every plugin loaded (built-ins, entry points, ``plugin_dirs``); failures are warned
+    about on stderr and the others stay usable."""
+    from crfopt.optim.registry import get_registry
+
     reg = get_registry(plugin_dirs)
     for failure in reg.failures:
         err_console.print(
@@ -150,7 +160,10 @@ def build_registry(plugin_dirs: Sequence[str]) -> Registry:
     return reg
 
 
-def load_problem_cli(reg: Registry, name: str, params: dict[str, Any]):
+def load_problem_cli(reg: Registry, name: str, params: dict[str, Any]) -> Any:
+    from crfopt.bench.problems import load_from
+    from crfopt.optim.registry import UnknownNameError
+
     try:
         return load_from(reg, name, **params)
     except UnknownNameError as exc:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
+# OptimizerFamily and optimizer_families lived here; kept importable from this module
+from crfopt.apps.cli.listing import OptimizerFamily, listing, optimizer_families  # noqa: F401
 from crfopt.apps.cli.options import (
     build_registry,
     console,
@@ -22,7 +23,6 @@ from crfopt.apps.cli.options import (
     plugin_dir_option,
     resolve_sets,
 )
-from crfopt.optim.registry import UnknownNameError
 
 
 @click.command("list", short_help="List optimizers and problems.", epilog=exit_codes())
@@ -41,7 +41,7 @@ def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
       crfopt list optimizers
       crfopt list problems --plugin-dir my_plugins/
     """
-    reg = build_registry(plugin_dirs)
+    rows = listing(plugin_dirs)
     if what in ("optimizers", "all"):
         table = Table(
             title="optimizers",
@@ -50,89 +50,38 @@ def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
         )
         for col in ("name", "summary", "parameters (defaults)", "source"):
             table.add_column(col, overflow="fold")
-        for fam in optimizer_families(reg):
-            if len(fam.variants) > 1:
+        for fam in rows["optimizers"]:
+            several = len(fam["variants"]) > 1
+            if several:
                 table.add_section()
                 table.add_row(
-                    f"[bold]{escape(fam.name)}[/] family",
-                    escape(f"{len(fam.variants)} variants; shared parameters →"),
-                    escape(_params_text(fam.shared)),
-                    escape(fam.source),
+                    f"[bold]{escape(fam['name'])}[/] family",
+                    escape(f"{len(fam['variants'])} variants; shared parameters →"),
+                    escape(fam["shared"]),
+                    escape(fam["source"]),
                 )
-            for name, summary, own in fam.variants:
-                text = _params_text(own) if own or len(fam.variants) == 1 else "(shared)"
-                prefix = "  " if len(fam.variants) > 1 else ""
+            for name, summary, text in fam["variants"]:
                 table.add_row(
-                    escape(prefix + name),
+                    escape(("  " if several else "") + name),
                     escape(summary),
                     escape(text),
-                    "" if len(fam.variants) > 1 else escape(fam.source),
+                    "" if several else escape(fam["source"]),
                 )
         console.print(table)
     if what in ("problems", "all"):
         table = Table(title="problems")
         for col in ("name", "summary", "source"):
             table.add_column(col, overflow="fold")
-        for name in sorted(reg.problems):
-            spec = reg.problems[name]
-            table.add_row(*map(escape, (name, spec.summary, spec.source)))
+        for p in rows["problems"]:
+            table.add_row(*map(escape, (p["name"], p["summary"], p["source"])))
         console.print(table)
-    if reg.failures:
+    if rows["failures"]:
         table = Table(title="plugins that failed to load")
         for col in ("plugin", "source", "error"):
             table.add_column(col, overflow="fold")
-        for f in reg.failures:
-            table.add_row(*map(escape, (f.name, f.source, f.error)))
+        for f in rows["failures"]:
+            table.add_row(*map(escape, (f["name"], f["source"], f["error"])))
         console.print(table)
-
-
-@dataclass(frozen=True)
-class OptimizerFamily:
-    """Variants registered by one plugin module: what they share and what they set."""
-
-    name: str
-    source: str
-    #: parameter → default, equal in every variant
-    shared: dict[str, Any]
-    #: (variant, summary, parameters whose default differs between variants)
-    variants: list[tuple[str, str, dict[str, Any]]]
-
-
-def optimizer_families(reg: Any) -> list[OptimizerFamily]:
-    """The registry's optimizers grouped by the module that registers them (one family
-    per plugin module, e.g. ``builtin:sdca``), in name order. A parameter is shared when
-    every variant of the family has it with one default; a family of one variant has
-    no shared parameters (all are its own)."""
-    groups: dict[str, list[str]] = {}
-    for name in sorted(reg.optimizers):
-        groups.setdefault(reg.optimizers[name].source, []).append(name)
-    out = []
-    for source, names in groups.items():
-        params = {
-            n: {k: v.default for k, v in reg.optimizers[n].parameters().items()} for n in names
-        }
-        first = params[names[0]]
-        shared = {}
-        if len(names) > 1:
-            shared = {
-                k: v
-                for k, v in first.items()
-                if all(k in params[n] and _same(params[n][k], v) for n in names)
-            }
-        variants = [
-            (n, reg.optimizers[n].summary, {k: v for k, v in params[n].items() if k not in shared})
-            for n in names
-        ]
-        out.append(OptimizerFamily(min(names, key=len), source, shared, variants))
-    return out
-
-
-def _same(a: Any, b: Any) -> bool:
-    return type(a) is type(b) and a == b
-
-
-def _params_text(params: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in params.items()) or "—"
 
 
 def template_rules(spec: dict[str, Any]) -> list[str]:
@@ -309,6 +258,7 @@ def fetch_cmd(
       crfopt fetch --all
     """
     from crfopt.data.sources import ChecksumError, fetch, locate, missing_file_error, verify
+    from crfopt.optim.registry import UnknownNameError
 
     reg = build_registry(plugin_dirs)
     if fetch_all:
