@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
-import pandas as pd
 from rich.markup import escape
 from rich.table import Table
 
@@ -22,9 +21,6 @@ from crfopt.apps.cli.options import (
     plugin_dir_option,
     resolve_sets,
 )
-from crfopt.bench.problems import is_corpus_path
-from crfopt.optim.parse import parse_sweep, split_list
-from crfopt.optim.registry import UnknownNameError
 
 
 class RichReporter:
@@ -108,6 +104,8 @@ class RichReporter:
 
 def summary_table(table: Any) -> Table:
     """Final row of every run: the table printed at the end of ``compare``."""
+    import pandas as pd
+
     out = Table(
         title="comparison summary (last checkpoint of every run)",
         caption="passes, oracle calls, time: the iterations; init: the optimizer's setup() work",
@@ -283,8 +281,11 @@ def compare_cmd(
         skipped_runs,
         unsuccessful_runs,
     )
+    from crfopt.bench.problems import is_corpus_path
     from crfopt.bench.runner import Budget
     from crfopt.optim.contract import ParameterError
+    from crfopt.optim.parse import parse_sweep, split_list
+    from crfopt.optim.registry import UnknownNameError
 
     problem_list = split_list(problems)
     try:
