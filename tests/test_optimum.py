@@ -179,7 +179,7 @@ def test_shipped_table_is_well_formed():
 
 
 @pytest.mark.data
-@pytest.mark.parametrize("name", ["ocr", "sag4crf-conll", "synthetic"])
+@pytest.mark.parametrize("name", ["ocr", "sag4crf-conll", "sag4crf-ner", "synthetic"])
 def test_shipped_optimum_matches_the_builtin_problem(name, fresh_cache, monkeypatch):
     """The table's fingerprints are those of today's featurization: a built-in problem
     starts optimizing at once instead of spending minutes on P*."""
