@@ -26,7 +26,7 @@ def run_serial(
     cache = cache if cache is not None else ProblemCache()
     for t in tasks:
         cb = (lambda row, t=t: on_checkpoint(t, row)) if on_checkpoint else None
-        yield execute_task(t, cb, cache=cache)
+        yield execute_task(t, cb, cache=cache, backend="serial")
 
 
 def _single_threaded(tasks: Sequence[RunTask]) -> list[RunTask]:
@@ -39,7 +39,7 @@ def run_joblib(tasks: Sequence[RunTask], *, n_jobs: int) -> Summaries:
     from joblib import Parallel, delayed
 
     yield from Parallel(n_jobs=n_jobs, return_as="generator_unordered")(
-        delayed(execute_task)(t) for t in _single_threaded(tasks)
+        delayed(execute_task)(t, backend="joblib") for t in _single_threaded(tasks)
     )
 
 
@@ -91,7 +91,7 @@ def run_dask(tasks: Sequence[RunTask], *, n_jobs: int, scheduler: str | None = N
         )
         client = Client(cluster)
     try:
-        futures = client.map(execute_task, _single_threaded(tasks), pure=False)
+        futures = client.map(execute_task, _single_threaded(tasks), pure=False, backend="dask")
         for fut in as_completed(futures):
             yield fut.result()
     finally:

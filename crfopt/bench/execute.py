@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from crfopt.bench.plan import RunTask, claim_run
 from crfopt.bench.problems import load_from
-from crfopt.bench.results import canonical_json, run_path, to_frame, write_run
+from crfopt.bench.results import COLUMNS, canonical_json, run_path, to_frame, write_run
 from crfopt.bench.runner import Budget, run
 from crfopt.core.problem import CRFProblem, ProblemChangedError
 from crfopt.kernels.jit import JIT_ENABLED
@@ -74,6 +76,38 @@ def worker_cache() -> ProblemCache:
     return _worker[1]
 
 
+def worker_name() -> str:
+    """Who computes a run: the Dask worker's address inside a Dask worker, else
+    ``host:pid`` (a joblib worker, the serial caller, an isolated run's parent)."""
+    if "distributed" in sys.modules:  # never import Dask just to ask (serial start-up)
+        from distributed import get_worker
+
+        try:
+            return str(get_worker().address)
+        except ValueError:  # not inside a Dask worker
+            pass
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _kernel_threads() -> int:
+    """Threads the kernels may use in this thread: numba's setting, 1 on the NumPy path."""
+    if not JIT_ENABLED:
+        return 1
+    import numba
+
+    return int(numba.get_num_threads())
+
+
+def _with_place(trace: Any, place: Mapping[str, Any]) -> Any:
+    """``trace`` with its ``backend``, ``threads`` and ``worker`` columns filled."""
+    import pandas as pd
+
+    trace = trace.copy()
+    for col, value in place.items():
+        trace[col] = pd.Series([value] * len(trace), dtype=COLUMNS[col], index=trace.index)
+    return trace
+
+
 def _summary(task: RunTask, status: str, error: str | None, **extra: Any) -> dict[str, Any]:
     return {"run_id": task.run_id, "label": task.label, "status": status, "error": error, **extra}
 
@@ -85,6 +119,8 @@ def execute_task(
     cache: ProblemCache | None = None,
     *,
     claim: bool = True,
+    backend: str = "serial",
+    worker: str | None = None,
 ) -> dict[str, Any]:
     """Perform one run and write its file. Never raises for an optimizer's failure.
 
@@ -95,16 +131,23 @@ def execute_task(
     With ``task.timeout`` the run happens in a child process that is killed when the
     hard wall-clock limit passes (a compiled loop cannot be interrupted otherwise); the
     checkpoints it reported are kept and the run is stored as ``failed``.
+
+    Every row of the run's file records ``backend`` (the backend that dispatched it),
+    ``threads`` (the kernels' thread count during the run) and ``worker`` (``worker``,
+    default :func:`worker_name`), so a report can tell which seconds are comparable.
     """
+    worker = worker if worker is not None else worker_name()
     if claim:
         with claim_run(task) as done:
             if done is not None:  # computed by another process meanwhile
                 return _summary(
                     task, done["status"], done["error"], written=False, last=done["last"]
                 )
-            return execute_task(task, on_checkpoint, on_start, cache, claim=False)
+            return execute_task(
+                task, on_checkpoint, on_start, cache, claim=False, backend=backend, worker=worker
+            )
     if task.timeout is not None:
-        return execute_isolated(task, on_checkpoint)
+        return execute_isolated(task, on_checkpoint, backend=backend, worker=worker)
     if task.threads is not None and JIT_ENABLED:
         import numba
 
@@ -148,7 +191,8 @@ def execute_task(
     if changed:  # the run wrote to the problem: the next run gets it loaded afresh
         cache.discard(task.problem, task.problem_params)
     meta = {"run_id": task.run_id, "config": dict(task.config), **result.meta}
-    write_run(run_path(task.out_dir, task.run_id), result.trace, meta)
+    place = {"backend": backend, "threads": _kernel_threads(), "worker": worker}
+    write_run(run_path(task.out_dir, task.run_id), _with_place(result.trace, place), meta)
     if not changed and result.meta.get("p_star") is not None and "dual" in result.trace:
         duals = result.trace["dual"].dropna()
         if len(duals):
@@ -161,9 +205,18 @@ def execute_task(
 
 
 def write_killed(
-    task: RunTask, rows: list[dict[str, Any]], meta: Mapping[str, Any], error: str
+    task: RunTask,
+    rows: list[dict[str, Any]],
+    meta: Mapping[str, Any],
+    error: str,
+    *,
+    backend: str | None = None,
+    worker: str | None = None,
 ) -> dict[str, Any]:
-    """Store a run whose process was killed or died: its reported rows, then ``failed``."""
+    """Store a run whose process was killed or died: its reported rows, then ``failed``.
+
+    ``threads`` is what the task asked for (null when it did not: the dead child's
+    setting is unknown)."""
     last = (
         dict(rows[-1])
         if rows
@@ -180,7 +233,10 @@ def write_killed(
         last["checkpoint"] = int(rows[-1].get("checkpoint", 0)) + 1
     write_run(
         run_path(task.out_dir, task.run_id),
-        to_frame([*rows, last]),
+        _with_place(
+            to_frame([*rows, last]),
+            {"backend": backend, "threads": task.threads, "worker": worker},
+        ),
         {
             "run_id": task.run_id,
             "config": dict(task.config),
@@ -193,7 +249,7 @@ def write_killed(
     return _summary(task, "failed", error, written=True, last=last)
 
 
-def _child_main(task: RunTask, conn: Any) -> None:
+def _child_main(task: RunTask, conn: Any, backend: str, worker: str | None) -> None:
     """Entry point of an isolated run: stream rows to the parent, then the summary."""
     try:
         summary = execute_task(
@@ -201,6 +257,8 @@ def _child_main(task: RunTask, conn: Any) -> None:
             on_checkpoint=lambda row: conn.send(("row", row)),
             on_start=lambda meta: conn.send(("start", meta)),
             claim=False,  # the parent holds the run's lock
+            backend=backend,
+            worker=worker,  # the parent's identity: the child is its helper process
         )
         conn.send(("done", summary))
     finally:
@@ -208,7 +266,11 @@ def _child_main(task: RunTask, conn: Any) -> None:
 
 
 def execute_isolated(
-    task: RunTask, on_checkpoint: Callable[[dict[str, Any]], None] | None = None
+    task: RunTask,
+    on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    backend: str = "serial",
+    worker: str | None = None,
 ) -> dict[str, Any]:
     """Run ``task`` in a spawned child and kill it at ``task.timeout`` seconds."""
     import multiprocessing
@@ -216,7 +278,9 @@ def execute_isolated(
 
     ctx = multiprocessing.get_context("spawn")  # no inherited threads or locks
     recv_end, send_end = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(task.with_(timeout=None), send_end), daemon=True)
+    worker = worker if worker is not None else worker_name()
+    args = (task.with_(timeout=None), send_end, backend, worker)
+    proc = ctx.Process(target=_child_main, args=args, daemon=True)
     proc.start()
     send_end.close()
     rows: list[dict[str, Any]] = []
@@ -254,7 +318,14 @@ def execute_isolated(
         )
     else:
         error = f"RuntimeError: the worker process died (exit code {proc.exitcode})"
-    return write_killed(task, rows, meta, error)
+    return write_killed(task, rows, meta, error, backend=backend, worker=worker)
 
 
-__all__ = ["ProblemCache", "execute_isolated", "execute_task", "worker_cache", "write_killed"]
+__all__ = [
+    "ProblemCache",
+    "execute_isolated",
+    "execute_task",
+    "worker_cache",
+    "worker_name",
+    "write_killed",
+]

@@ -56,6 +56,7 @@ from crfopt.bench.analysis import (
     median_reach,
     shift_init,
 )
+from crfopt.bench.interactive import write_interactive
 from crfopt.bench.results import read_results
 
 __all__ = ["AXES", "INIT_SHIFT", "Report", "axis_label", "make_report", "plot_frame"]
@@ -72,6 +73,7 @@ class Report:
     summary: pd.DataFrame = field(default_factory=pd.DataFrame)
     markdown: Path | None = None
     html: Path | None = None
+    interactive: Path | None = None
 
 
 def plot_frame(frame: pd.DataFrame, init_offset: bool = True) -> pd.DataFrame:
@@ -356,6 +358,11 @@ def make_report(
     report.summary = table
     heading = title or "crfopt comparison report"
     axes_note = init_note(table, init_offset)
+    # the same frame as the figures (axes, init offset), explorable: crfopt.bench.interactive
+    picks = [line for line in _best_of_lines(chosen) if line]
+    report.interactive = write_interactive(
+        df, out_dir, init_offset=init_offset, title=heading, note=" ".join([axes_note, *picks])
+    )
     md = [
         f"# {heading}",
         "",
@@ -364,6 +371,9 @@ def make_report(
         "did not reach it), and the final state.",
         "",
         axes_note,
+        "",
+        "Interactive view (pick problem, axis, quantity, scales, optimizers): "
+        "[interactive.html](interactive.html).",
         "",
         *_best_of_lines(chosen),
         to_markdown(table),
@@ -388,6 +398,8 @@ td, th {{ padding: 0.25em 0.6em; border-bottom: 1px solid #ddd; text-align: righ
 <p>Relative primal sub-optimality is (P(w) − P*)/P(0) with the certified reference optimum
 P*; duality gaps are true gaps evaluated at each checkpoint (not counted, not timed).</p>
 <p>{html.escape(axes_note)}</p>
+<p><a href="interactive.html">Interactive view</a>: pick the problem, axis, quantity, scales
+and optimizers; hover a point for its run, seed and parameters.</p>
 {"".join(f"<p>{html.escape(line)}</p>" for line in _best_of_lines(chosen) if line)}
 {table_html}
 {"".join(sections)}

@@ -64,7 +64,17 @@ COLUMNS: dict[str, str] = {
     "train_error": "Float64",
     "test_error": "Float64",
     "status": "string",
+    # Where the run was computed; the same on every row of a run, null in files written
+    # before these columns (they are still read and verified, see trace_digest).
+    "backend": "string",  # serial, joblib or dask: what the seconds axis was measured on
+    "threads": "Int64",  # threads the kernels could use (numba's, 1 without the JIT)
+    "worker": "string",  # host and process id, or the Dask worker's address
 }
+
+#: Columns added after files were first checksummed: a trace whose column is all null
+#: hashes without it, so a file written before it existed still verifies, while a
+#: value in it is covered by the digest like any other.
+RUN_COLUMNS = ("backend", "threads", "worker")
 
 #: Values of the ``status`` column. ``skipped``: the optimizer declined the problem before
 #: it was built (``Optimizer.decline``, e.g. the dual would not fit a ``max_memory``
@@ -108,9 +118,11 @@ class ResultFileWarning(UserWarning):
 def trace_digest(frame: pd.DataFrame) -> str:
     """SHA-256 of a trace's values in the result schema (column names, dtypes, nulls)."""
     frame = frame[list(COLUMNS)].astype(COLUMNS)
-    h = hashlib.sha256(canonical_json(list(COLUMNS)).encode())
+    cols = [c for c in COLUMNS if c not in RUN_COLUMNS or frame[c].notna().any()]
+    frame = frame[cols]
+    h = hashlib.sha256(canonical_json(cols).encode())
     h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
-    for col in COLUMNS:  # per column too: a row hash alone could hide a swap of two cells
+    for col in cols:  # per column too: a row hash alone could hide a swap of two cells
         h.update(pd.util.hash_array(frame[col].to_numpy(dtype=object)).tobytes())
     return h.hexdigest()
 
