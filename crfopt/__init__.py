@@ -50,6 +50,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "Sampler": ("crfopt.optim.samplers", "Sampler"),
     "dual": ("crfopt.optim.dual", None),
     "pieces": ("crfopt.optim.pieces", None),
+    "MetricSpec": ("crfopt.optim.registry", "MetricSpec"),
     "ProblemSpec": ("crfopt.optim.registry", "ProblemSpec"),
     "Registry": ("crfopt.optim.registry", "Registry"),
     "get_registry": ("crfopt.optim.registry", "get_registry"),
@@ -112,5 +113,5 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     from crfopt.kernels.jit import JIT_ENABLED, jit, prange
     from crfopt.optim.contract import Cost, Optimizer, OptimizerSpec, Param, ParameterError
     from crfopt.optim.hookspecs import hookimpl, hookspec
-    from crfopt.optim.registry import ProblemSpec, Registry, get_registry
+    from crfopt.optim.registry import MetricSpec, ProblemSpec, Registry, get_registry
     from crfopt.optim.samplers import Sampler

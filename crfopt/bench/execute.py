@@ -174,6 +174,7 @@ def execute_task(
             on_start=on_start,
             run_id=task.run_id,
             problem_label=task.problem,
+            registry=reg,  # its metrics, --plugin-dir ones included
         )
 
     try:
@@ -234,7 +235,7 @@ def write_killed(
     write_run(
         run_path(task.out_dir, task.run_id),
         _with_place(
-            to_frame([*rows, last]),
+            to_frame([*rows, last], meta.get("metrics", ())),
             {"backend": backend, "threads": task.threads, "worker": worker},
         ),
         {

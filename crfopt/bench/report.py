@@ -8,7 +8,10 @@ the results:
   panel per axis, one line per optimizer, the seeds' range as a band;
 * ``<problem>-gap.{png,svg}`` (dual methods): the true duality gap and the gap estimate
   against passes, and their ratio;
-* ``<problem>-test-error.{png,svg}``: test error against passes;
+* ``<problem>-test-error.{png,svg}``: test error against passes, and
+  ``<problem>-<metric>.{png,svg}`` for every other metric plugin's column (``chunk_f1``
+  on tagging problems): its value against passes, checkpoints where a sparse (expensive)
+  metric was not computed skipped;
 * ``summary.md`` and ``report.html``: passes / oracle calls / seconds to reach 1e-2,
   1e-4, 1e-6 relative sub-optimality (median over seeds) and the final test error; the
   HTML page embeds every figure, so it is one self-contained file.
@@ -57,7 +60,7 @@ from crfopt.bench.analysis import (
     shift_init,
 )
 from crfopt.bench.interactive import write_interactive
-from crfopt.bench.results import read_results
+from crfopt.bench.results import COLUMNS, read_results
 
 __all__ = ["AXES", "INIT_SHIFT", "Report", "axis_label", "make_report", "plot_frame"]
 
@@ -115,11 +118,36 @@ def _prepare(frame: pd.DataFrame) -> pd.DataFrame:
         "init_time_s",
     ):
         df[col] = df[col].astype(float)
+    df.attrs["metric_columns"] = metric_columns(frame)
+    for col in df.attrs["metric_columns"]:
+        df[col] = df[col].astype(float)
     p0 = df["run_id"].map(lambda r: (runs.get(r) or {}).get("P0"))
     df["P0"] = p0.astype(float)
     df["relative_suboptimality"] = df["suboptimality"] / df["P0"]
     df["relative_gap"] = df["duality_gap"] / df["P0"]
     return df
+
+
+def metric_columns(frame: pd.DataFrame) -> list[str]:
+    """Metric plugins' columns beyond ``test_error`` (``chunk_f1``…), sorted, of a results
+    frame (:func:`plot_frame` keeps them in ``attrs["metric_columns"]``; its own derived
+    columns are not metrics)."""
+    return sorted(
+        c
+        for c in frame.columns
+        if c not in COLUMNS
+        and not str(c).startswith("param.")
+        and pd.api.types.is_numeric_dtype(frame[c])
+    )
+
+
+def metric_label(frame: pd.DataFrame, name: str) -> str:
+    """A metric's axis label: its summary as recorded in the runs' metadata, else its name."""
+    for meta in frame.attrs.get("runs", {}).values():
+        summary = ((meta or {}).get("metrics") or {}).get(name, {}).get("summary")
+        if summary:
+            return str(summary)
+    return name
 
 
 def _save(fig: Any, out_dir: Path, stem: str, formats: Sequence[str]) -> list[Path]:
@@ -171,6 +199,10 @@ def summary_table(df: pd.DataFrame) -> pd.DataFrame:
         finals = [r.iloc[-1] for r in runs]
         row["final rel. sub-opt."] = float(np.median([f["relative_suboptimality"] for f in finals]))
         row["final test error"] = float(np.median([f["test_error"] for f in finals]))
+        for col in df.attrs.get("metric_columns", []):  # a sparse metric's is the last one's
+            lasts = [r[col].dropna() for r in runs]
+            vals = [float(v.iloc[-1]) for v in lasts if len(v)]
+            row[f"final {col}"] = float(np.median(vals)) if vals else math.nan
         row["final passes"] = float(np.median([f["effective_passes"] for f in finals]))
         statuses = sorted({str(f["status"]) for f in finals})
         row["status"] = ",".join(statuses)
@@ -334,24 +366,32 @@ def make_report(
             report.figures += _save(fig, out_dir, f"{problem}-gap", formats)
             parts.append(f'<img alt="gaps" src="data:image/png;base64,{_png_b64(fig)}">')
             plt.close(fig)
-        # 3. test error
-        if pdf["test_error"].notna().any():
+        # 3. test error and the other metric plugins' columns
+        for col in ["test_error", *df.attrs.get("metric_columns", [])]:
+            if not pdf[col].notna().any():
+                continue  # the metric does not apply to this problem
+            label = "test error (per token)" if col == "test_error" else metric_label(frame, col)
             fig, panels, _, _ = curve_figure(
                 pdf,
-                "test_error",
+                col,
                 mine,
                 log=False,
                 init_offset=init_offset,
-                ylabel="test error (per token)",
+                ylabel=label,
                 panel_size=(6, 4.2),
             )
-            # around the final errors: they differ in the second digit, the start is ~1
-            final = pdf.sort_values("checkpoint").groupby("run_id")["test_error"].last()
-            if final.notna().any() and final.max() > 0:
-                panels[0].set_ylim(0.8 * float(final.min()), min(1.0, 3.0 * float(final.max())))
-            fig.suptitle(f"{problem}: test error{_picks(chosen, problem)}", fontsize=11)
-            report.figures += _save(fig, out_dir, f"{problem}-test-error", formats)
-            parts.append(f'<img alt="test error" src="data:image/png;base64,{_png_b64(fig)}">')
+            if col == "test_error":
+                # around the final errors: they differ in the second digit, the start is ~1
+                final = pdf.sort_values("checkpoint").groupby("run_id")[col].last()
+                if final.notna().any() and final.max() > 0:
+                    panels[0].set_ylim(0.8 * float(final.min()), min(1.0, 3.0 * float(final.max())))
+            title = "test error" if col == "test_error" else label
+            fig.suptitle(f"{problem}: {title}{_picks(chosen, problem)}", fontsize=11)
+            stem = f"{problem}-test-error" if col == "test_error" else f"{problem}-{col}"
+            report.figures += _save(fig, out_dir, stem, formats)
+            parts.append(
+                f'<img alt="{html.escape(title)}" src="data:image/png;base64,{_png_b64(fig)}">'
+            )
             plt.close(fig)
         sections.append("\n".join(parts))
     table = summary_table(df)

@@ -23,7 +23,7 @@ import platform
 import socket
 import subprocess
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +76,17 @@ COLUMNS: dict[str, str] = {
 #: value in it is covered by the digest like any other.
 RUN_COLUMNS = ("backend", "threads", "worker")
 
+#: Metric plugins (``crfopt_register_metrics``) add one Float64 column each, named after
+#: the metric and placed after these in sorted order; a run on a problem a metric does not
+#: apply to has no such column, and reading gives null there. ``test_error`` is a schema
+#: column that the built-in ``test_error`` metric fills (plugins/metrics.py).
+
+
+def schema_columns(frame: pd.DataFrame) -> list[str]:
+    """The stored columns of a trace: :data:`COLUMNS`, then its metric columns, sorted."""
+    return list(COLUMNS) + sorted(c for c in frame.columns if c not in COLUMNS)
+
+
 #: Values of the ``status`` column. ``skipped``: the optimizer declined the problem before
 #: it was built (``Optimizer.decline``, e.g. the dual would not fit a ``max_memory``
 #: limit); the run's one row has zero counters and no objective values, and the reason
@@ -117,8 +128,10 @@ class ResultFileWarning(UserWarning):
 
 def trace_digest(frame: pd.DataFrame) -> str:
     """SHA-256 of a trace's values in the result schema (column names, dtypes, nulls)."""
-    frame = frame[list(COLUMNS)].astype(COLUMNS)
-    cols = [c for c in COLUMNS if c not in RUN_COLUMNS or frame[c].notna().any()]
+    # a trace without metric columns hashes exactly as before they existed (old files verify)
+    cols = schema_columns(frame)
+    frame = frame[cols].astype({**COLUMNS, **{c: "Float64" for c in cols if c not in COLUMNS}})
+    cols = [c for c in cols if c not in RUN_COLUMNS or frame[c].notna().any()]
     frame = frame[cols]
     h = hashlib.sha256(canonical_json(cols).encode())
     h.update(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes())
@@ -132,10 +145,13 @@ def empty_frame() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in COLUMNS.items()})
 
 
-def to_frame(rows: list[Mapping[str, Any]]) -> pd.DataFrame:
-    """Rows (dicts; missing keys are null) → a DataFrame with exactly the schema columns."""
-    df = pd.DataFrame([{c: row.get(c) for c in COLUMNS} for row in rows], columns=list(COLUMNS))
-    for col, dtype in COLUMNS.items():
+def to_frame(rows: list[Mapping[str, Any]], metrics: Sequence[str] = ()) -> pd.DataFrame:
+    """Rows (dicts; missing keys are null) → a DataFrame with exactly the schema columns,
+    plus a Float64 column per name in ``metrics`` (metric plugins' columns, sorted)."""
+    extra = sorted(set(metrics) - set(COLUMNS))
+    dtypes = {**COLUMNS, **dict.fromkeys(extra, "Float64")}
+    df = pd.DataFrame([{c: row.get(c) for c in dtypes} for row in rows], columns=list(dtypes))
+    for col, dtype in dtypes.items():
         if dtype == "Float64":
             df[col] = pd.array(
                 [
@@ -234,7 +250,7 @@ def write_run(path: str | os.PathLike[str], frame: pd.DataFrame, meta: Mapping[s
             f"{', '.join(STATUSES)}"
         )
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pandas(frame[list(COLUMNS)], preserve_index=False)
+    table = pa.Table.from_pandas(frame[schema_columns(frame)], preserve_index=False)
     full_meta = {"provenance": provenance(), **dict(meta), "trace_sha256": trace_digest(frame)}
     raw = canonical_json(full_meta).encode()
     existing = table.schema.metadata or {}
@@ -357,7 +373,8 @@ def _upgrade(frame: pd.DataFrame, version: int, meta: Mapping[str, Any]) -> pd.D
     for col, dtype in COLUMNS.items():
         if col not in frame:
             frame[col] = pd.Series([backfill.get(col)] * len(frame), dtype=dtype)
-    return frame[list(COLUMNS)].astype(COLUMNS)
+    cols = schema_columns(frame)  # metric columns are kept (files before them have none)
+    return frame[cols].astype({**COLUMNS, **{c: "Float64" for c in cols if c not in COLUMNS}})
 
 
 def result_files(path: str | os.PathLike[str]) -> list[Path]:
@@ -397,6 +414,9 @@ def read_results(
         frames.append(frame)
         runs[rid] = meta
     frame = pd.concat(frames, ignore_index=True) if frames else empty_frame()
+    for col in frame.columns:  # runs without a metric's column are null there
+        if col not in COLUMNS:
+            frame[col] = frame[col].astype("Float64")
     if expand_params and len(frame):
         params = frame["params"].map(lambda s: json.loads(s) if isinstance(s, str) else {})
         keys = sorted({k for d in params for k in d})

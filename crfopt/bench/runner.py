@@ -13,6 +13,12 @@ oracle work done there goes to the ``init_*`` counters and its wall-clock time t
 ``init_time_s``, so the iteration axes (``effective_passes``, ``oracle_calls``,
 ``time_s``) and the budget measure the iterations alone, while every trace row carries
 the initialization work for tables and figures to add (``crfopt report`` does by default).
+
+Metric plugins (``crfopt_register_metrics``: the built-in ``test_error`` and ``chunk_f1``,
+plugins/metrics.py) add columns to the checkpoint rows. They are computed after the row's
+status is known (so an expensive metric can be computed at the last checkpoint), outside
+the clock and on the evaluator, never on the run's counted problem copy: a run's
+``oracle_calls``, ``updates`` and ``time_s`` are the same with or without them.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import contextlib
 import math
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -28,8 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crfopt.bench.evaluator import Evaluator
-from crfopt.bench.results import to_frame
+from crfopt.bench.evaluator import Evaluator, MetricWarning
+from crfopt.bench.results import COLUMNS, to_frame
 from crfopt.core.problem import CRFProblem, ProblemChangedError
 from crfopt.kernels.jit import JIT_ENABLED
 from crfopt.optim.contract import (
@@ -239,20 +246,22 @@ def _capability(opt: Optimizer, name: str) -> bool:
 
 def evaluate(
     problem: CRFProblem, opt: Optimizer, p_star: float | None
-) -> tuple[dict[str, Any], bool]:
+) -> tuple[dict[str, Any], np.ndarray | None]:
     """Checkpoint quantities of the optimizer's current state (uncounted, untimed).
 
-    Returns the row values and whether the state is finite. Everything goes through an
-    :class:`~crfopt.bench.evaluator.Evaluator`, so the problem's counters are untouched.
+    Returns the row values and the weights they were computed at (None when the state is
+    not finite). Everything goes through an :class:`~crfopt.bench.evaluator.Evaluator`,
+    so the problem's counters are untouched. Metric plugins' columns (``test_error``
+    among them) are added when the row is emitted, after its status is known.
     """
     ev = Evaluator(problem)
     w = np.asarray(opt.w)
     row: dict[str, Any] = {}
     if w.shape != (problem.dim,) or not np.all(np.isfinite(w)):
-        return row, False
+        return row, None
     primal = ev.primal(w)
     if not math.isfinite(primal):
-        return row, False
+        return row, None
     row["primal"] = primal
     if p_star is not None:
         row["suboptimality"] = primal - p_star
@@ -267,9 +276,41 @@ def evaluate(
     if est is not None:
         row["gap_estimate"] = float(est)
     row["train_error"] = ev.error(w, "train")
-    if "test" in problem.splits:
-        row["test_error"] = ev.error(w, "test")
-    return row, True
+    return row, w
+
+
+#: Schema columns a metric plugin may fill (the built-in ``test_error``); any other metric
+#: named like a results column is refused, so a plugin cannot overwrite ``primal``.
+METRIC_SCHEMA_COLUMNS = ("test_error",)
+
+
+def run_metrics(problem: CRFProblem, metrics: Any) -> tuple[list[Any], dict[str, str]]:
+    """The metrics of ``metrics`` (MetricSpecs) that apply to ``problem``, and the
+    reasons others were refused (name taken by a results column, ``applies`` raised)."""
+    chosen: list[Any] = []
+    refused: dict[str, str] = {}
+    for spec in metrics:
+        if spec.name in COLUMNS and spec.name not in METRIC_SCHEMA_COLUMNS:
+            refused[spec.name] = (
+                f"metric {spec.name!r} ({spec.source or 'unregistered'}) is named like the "
+                "results column it would overwrite; choose another name"
+            )
+            continue
+        try:
+            if spec.applies_to(problem):
+                chosen.append(spec)
+        except Exception as exc:  # a broken applies() must not fail the run
+            refused[spec.name] = f"applies() raised {type(exc).__name__}: {exc}"
+    return chosen, refused
+
+
+def _metric_info(spec: Any) -> dict[str, Any]:
+    return {
+        "cost": spec.cost,
+        "every": spec.interval,
+        "summary": spec.summary,
+        "source": spec.source,
+    }
 
 
 def budget_of(passes: float | None, budget: Budget | None) -> Budget:
@@ -312,6 +353,7 @@ _RUN_KEYWORDS = (
     "on_start",
     "run_id",
     "problem_label",
+    "metrics",
 )
 
 
@@ -331,6 +373,7 @@ def run(
     on_start: Callable[[dict[str, Any]], None] | None = None,
     run_id: str = "",
     problem_label: str | None = None,
+    metrics: Sequence[Any] | None = None,
     **overrides: Any,
 ) -> RunResult:
     """Run one optimizer on one problem and return its trace.
@@ -364,6 +407,10 @@ def run(
         Called with each trace row as it is made (progress display).
     on_start : callable, optional
         Called once with the run's metadata before the optimizer is built.
+    metrics : sequence of MetricSpec, optional
+        The checkpoint metrics (a column each, where they apply); default: every metric
+        of ``registry`` (a fresh one when not given), the built-in ``test_error`` and
+        ``chunk_f1`` among them. Computed uncounted and untimed.
     **overrides
         Parameters of the optimizer (``non_uniformity=0.5``); an unknown name raises
         :class:`~crfopt.ParameterError` listing the valid parameters.
@@ -374,14 +421,11 @@ def run(
         ``trace`` (DataFrame with the results schema), final ``status`` and ``meta``
         (resolved parameters, final counters, error traceback if any).
     """
-    if isinstance(optimizer, str):
-        if registry is None:
-            from crfopt.optim.registry import get_registry
+    if registry is None and (isinstance(optimizer, str) or metrics is None):
+        from crfopt.optim.registry import get_registry
 
-            registry = get_registry()
-        spec = registry.optimizer(optimizer)
-    else:
-        spec = optimizer
+        registry = get_registry()
+    spec = registry.optimizer(optimizer) if isinstance(optimizer, str) else optimizer
     budget = budget_of(passes, budget)
     limits = RunLimits(max_memory=None if max_memory is None else parse_bytes(max_memory))
     schedule = Schedule(checkpoints)
@@ -418,6 +462,13 @@ def run(
         "n": problem.n,
         "error": None,
     }
+    metric_specs, refused = run_metrics(
+        problem, registry.metrics.values() if metrics is None else metrics
+    )
+    meta["metrics"] = {m.name: _metric_info(m) for m in metric_specs}
+    metric_errors: dict[str, str] = {}
+    for name, why in refused.items():
+        _metric_failed(metric_errors, name, why, meta["optimizer_variant"])
     # The run's isolation (issue 17): the optimizer gets a copy of the problem with its
     # own counters (a thread it leaves behind cannot count into the next run's), and the
     # data and λ are verified against their digests before and after the run.
@@ -454,13 +505,24 @@ def run(
             status="running",
         )
         if opt is not None and evaluate_state:
-            values, finite = evaluate(problem, opt, p_star)
+            values, w = evaluate(problem, opt, p_star)
             row.update(values)
-            row["_finite"] = finite
+            row["_finite"] = w is not None
+            row["_w"] = w
         return row
 
     def emit(row: dict[str, Any]) -> None:
         row.pop("_finite", None)
+        w = row.pop("_w", None)
+        if w is not None and metric_specs:
+            # after the status is known (expensive metrics run at the last checkpoint),
+            # outside the clock, on the evaluator: uncounted and untimed
+            values, errors = Evaluator(problem).metrics(
+                w, metric_specs, checkpoint=row["checkpoint"], final=row["status"] != "running"
+            )
+            row.update(values)
+            for name, error in errors.items():
+                _metric_failed(metric_errors, name, error, meta["optimizer_variant"])
         rows.append(row)
         if on_checkpoint is not None:
             on_checkpoint(row)
@@ -480,7 +542,10 @@ def run(
             emit(row)
             status = _verify(problem, run_problem, status, rows, meta)
             return _finish(
-                RunResult(to_frame(rows), status, meta, None), problem, run_problem, clock
+                RunResult(to_frame(rows, meta["metrics"]), status, meta, None),
+                problem,
+                run_problem,
+                clock,
             )
         warm_up(spec, resolved, problem)
         counters.reset()
@@ -518,7 +583,27 @@ def run(
             with contextlib.suppress(Exception):
                 opt.close()
     status = _verify(problem, run_problem, status, rows, meta)
-    return _finish(RunResult(to_frame(rows), status, meta, final_w), problem, run_problem, clock)
+    if metric_errors:
+        meta["metric_errors"] = metric_errors
+    return _finish(
+        RunResult(to_frame(rows, meta["metrics"]), status, meta, final_w),
+        problem,
+        run_problem,
+        clock,
+    )
+
+
+def _metric_failed(errors: dict[str, str], name: str, error: str, optimizer: str) -> None:
+    """Record a metric's first failure in a run and warn once; its cells stay null."""
+    if name in errors:
+        return
+    errors[name] = error
+    warnings.warn(
+        f"metric {name!r} failed in the run of {optimizer} ({error}); its column is null "
+        "where it failed, the run itself is unaffected",
+        MetricWarning,
+        stacklevel=3,
+    )
 
 
 def _verify(

@@ -1,4 +1,4 @@
-"""Plugin manager and registry: where optimizer and problem names come from.
+"""Plugin manager and registry: where optimizer, problem and metric names come from.
 
 Sources, in order (docs/plugins.md "Where plugins come from"): the built-in packages
 ``crfopt_plugins`` (folder ``plugins/``) and ``crfopt_datasets`` (folder ``datasets/``),
@@ -29,6 +29,7 @@ import importlib.util
 import inspect
 import os
 import pkgutil
+import re
 import sys
 import traceback
 import warnings
@@ -116,6 +117,92 @@ class ProblemSpec:
         return problem
 
 
+#: Values of :attr:`MetricSpec.cost`.
+METRIC_COSTS: tuple[str, ...] = ("cheap", "expensive")
+#: An expensive metric's default schedule: every k-th checkpoint (0, k, 2k, …) and the last.
+EXPENSIVE_EVERY = 5
+_METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """A registered checkpoint metric: one results column, filled in the evaluation phase.
+
+    Parameters
+    ----------
+    name : str
+        The metric and the results column it fills (``chunk_f1``): lower case letters,
+        digits and underscores, starting with a letter.
+    compute : callable
+        ``compute(checkpoint) -> float`` of a :class:`crfopt.bench.evaluator.Checkpoint`
+        (``problem``, read-only ``w``, ``predict(split)`` and ``gold(split)``, which
+        decode once per checkpoint for all metrics and count nothing). Return nan when
+        the value does not exist at this checkpoint.
+    cost : {"cheap", "expensive"}
+        ``"cheap"``: computed at every checkpoint. ``"expensive"``: at checkpoints 0,
+        ``every``, 2·``every``, … and at the run's last checkpoint; the others hold null.
+    every : int, optional
+        The spacing of an expensive metric, in checkpoints (default
+        :data:`EXPENSIVE_EVERY`); only for ``cost="expensive"``.
+    applies : callable, optional
+        ``applies(problem) -> bool``; when false the metric writes no column for runs
+        on that problem (chunk F1 on OCR). Default: applies everywhere.
+    summary : str
+        One line (what it measures, on which split); the report's axis label.
+    source : str
+        Filled in by the plugin manager.
+    """
+
+    name: str
+    compute: Callable[[Any], float]
+    cost: str = "cheap"
+    every: int | None = None
+    applies: Callable[[CRFProblem], bool] | None = None
+    summary: str = ""
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not _METRIC_NAME.match(self.name):
+            raise ValueError(
+                f"metric name {self.name!r} is not a column name: use lower case letters, "
+                "digits and underscores, starting with a letter (e.g. 'chunk_f1')"
+            )
+        if not callable(self.compute):
+            raise TypeError(f"metric {self.name!r}: compute must be callable")
+        if self.applies is not None and not callable(self.applies):
+            raise TypeError(f"metric {self.name!r}: applies must be callable or None")
+        if self.cost not in METRIC_COSTS:
+            raise ValueError(
+                f"metric {self.name!r}: unknown cost {self.cost!r}; valid costs: "
+                f"{', '.join(METRIC_COSTS)}"
+            )
+        if self.every is not None:
+            if self.cost != "expensive":
+                raise ValueError(
+                    f"metric {self.name!r}: every={self.every!r} needs cost='expensive' "
+                    "(cheap metrics are computed at every checkpoint)"
+                )
+            if isinstance(self.every, bool) or not isinstance(self.every, int) or self.every < 1:
+                raise ValueError(
+                    f"metric {self.name!r}: every must be a positive whole number of "
+                    f"checkpoints, got {self.every!r}"
+                )
+
+    @property
+    def interval(self) -> int:
+        """Checkpoints between two evaluations (1 for a cheap metric)."""
+        if self.cost == "cheap":
+            return 1
+        return self.every if self.every is not None else EXPENSIVE_EVERY
+
+    def due(self, checkpoint: int, final: bool) -> bool:
+        """Whether the metric is computed at checkpoint number ``checkpoint`` (0-based)."""
+        return final or checkpoint % self.interval == 0
+
+    def applies_to(self, problem: CRFProblem) -> bool:
+        return True if self.applies is None else bool(self.applies(problem))
+
+
 @dataclass(frozen=True)
 class PluginFailure:
     """A plugin that could not be used, with the reason and traceback."""
@@ -196,6 +283,7 @@ class Registry:
         self.failures: list[PluginFailure] = []
         self.optimizers: dict[str, OptimizerSpec] = {}
         self.problems: dict[str, ProblemSpec] = {}
+        self.metrics: dict[str, MetricSpec] = {}
         self._strict = _env_flag("CRFOPT_STRICT_PLUGINS")
         self._trace = _env_flag("CRFOPT_TRACE_PLUGINS")
         self._disabled = _disabled()
@@ -259,6 +347,7 @@ class Registry:
         for hook_name, kind, table in (
             ("crfopt_register_optimizers", OptimizerSpec, self.optimizers),
             ("crfopt_register_problems", ProblemSpec, self.problems),
+            ("crfopt_register_metrics", MetricSpec, self.metrics),
         ):
             for impl in getattr(hooks, hook_name).get_hookimpls():
                 if impl.plugin_name != plugin_name:
@@ -332,6 +421,12 @@ class Registry:
             return self.problems[name]
         except KeyError:
             raise UnknownNameError(self._unknown("problem", name, self.problems)) from None
+
+    def metric(self, name: str) -> MetricSpec:
+        try:
+            return self.metrics[name]
+        except KeyError:
+            raise UnknownNameError(self._unknown("metric", name, self.metrics)) from None
 
     def _unknown(self, kind: str, name: str, table: Mapping[str, Any]) -> str:
         close = difflib.get_close_matches(name, list(table), n=3)
