@@ -384,6 +384,47 @@ def test_cache_checks_sparse_ids_against_the_sizes(empty_cache):
         cache_mod.check_entry(arrays, {**meta, "arrays_sha256": "0" * 64})
 
 
+def test_unseen_test_labels_are_not_damage(empty_cache):
+    """A test split may hold labels training never had (id -1, always an error); the
+    cache must keep such an entry, not delete and rebuild it on every load. A training
+    label of -1, or a test id below -1, is damage."""
+
+    def build():
+        test = crfopt.Sequences(
+            lengths=np.array([2]),
+            labels=np.array([-1, 1]),
+            indptr=np.array([0, 1, 2]),
+            indices=np.array([0, 3]),
+        )
+        train = crfopt.Sequences(
+            lengths=np.array([2, 3]),
+            labels=np.array([0, 1, 1, 0, 2]),
+            indptr=np.array([0, 2, 3, 5, 6, 8]),
+            indices=np.array([0, 1, 1, 2, 3, 0, 1, 3]),
+        )
+        return crfopt.CRFProblem(train, n_labels=3, n_attributes=4, lam=0.1, test=test)
+
+    calls = []
+
+    def counted():
+        calls.append(1)
+        return build()
+
+    cache_mod.cached_problem("u", {"k": 1}, counted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = cache_mod.cached_problem("u", {"k": 1}, counted)
+    assert len(calls) == 1
+    arrays, meta = again.to_arrays()
+    assert arrays["test.y"].min() == -1
+    for name, value in [("train.y", -1), ("test.y", -2)]:
+        bad = {k: v.copy() for k, v in arrays.items()}
+        bad[name][0] = value
+        bad_meta = {**meta, "arrays_sha256": cache_mod.arrays_digest(bad)}
+        with pytest.raises(cache_mod.DamagedEntryError, match="label ids"):
+            cache_mod.check_entry(bad, bad_meta)
+
+
 def test_full_cache_disk_is_a_warning_not_an_error(empty_cache, monkeypatch):
     def no_space(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")

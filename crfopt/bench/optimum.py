@@ -450,7 +450,7 @@ def _main(argv: list[str]) -> None:
     """``python -m crfopt.bench.optimum [--write] NAME ...``: the shipped-table entries of
     built-in problems at their default parameters (P* from the verified user cache, else
     computed), printed as JSON; ``--write`` merges them into the package's table."""
-    import crfopt
+    from crfopt.bench.problems import load_problem
     from crfopt.optim.registry import get_registry
 
     write = "--write" in argv
@@ -458,7 +458,7 @@ def _main(argv: list[str]) -> None:
     reg = get_registry()
     entries = {e["fingerprint"]: e for e in _shipped_entries()}
     for name in names:
-        problem = crfopt.load_problem(name)
+        problem = load_problem(name)
         ref = reference_optimum(problem, shipped=False)
         params = {k: v for k, v in reg.problems[name].defaults.items() if k != "lam"}
         entry = table_entry(problem, ref, params)

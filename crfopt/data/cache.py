@@ -55,9 +55,9 @@ def arrays_digest(arrays: Mapping[str, np.ndarray]) -> str:
     return h.hexdigest()
 
 
-def _check_range(what: str, a: np.ndarray, hi: int) -> None:
-    if a.size and (int(a.min()) < 0 or int(a.max()) >= hi):
-        raise DamagedEntryError(f"{what} outside 0..{hi - 1} ({int(a.min())}..{int(a.max())})")
+def _check_range(what: str, a: np.ndarray, hi: int, lo: int = 0) -> None:
+    if a.size and (int(a.min()) < lo or int(a.max()) >= hi):
+        raise DamagedEntryError(f"{what} outside {lo}..{hi - 1} ({int(a.min())}..{int(a.max())})")
 
 
 def _check_monotone(what: str, a: np.ndarray, end: int) -> None:
@@ -75,7 +75,9 @@ def check_entry(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> No
     for split, info in meta["splits"].items():
         A = int(info["n_attributes"])
         y = arrays[f"{split}.y"]
-        _check_range(f"{split} label ids", y, K)
+        # an evaluation split may hold labels the training split never had: id -1, always
+        # an error (features.py); the training split's ids index the kernels' tables
+        _check_range(f"{split} label ids", y, K, lo=0 if split == "train" else -1)
         _check_monotone(f"{split} offsets", arrays[f"{split}.offsets"], len(y))
         if info["dense"]:
             if arrays[f"{split}.X"].shape != (len(y), A):
