@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 #: bump when the stored rows change shape or meaning
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 #: set to 1 to ignore (and not write) the cache
 NO_CACHE_ENV = "CRFOPT_NO_LIST_CACHE"
 _BYPASS_ENV = ("CRFOPT_STRICT_PLUGINS", "CRFOPT_TRACE_PLUGINS", NO_CACHE_ENV)
@@ -94,12 +94,15 @@ def params_text(params: dict[str, Any]) -> str:
 
 def listing_rows(reg: Any) -> dict[str, list[dict[str, Any]]]:
     """What ``crfopt list`` prints, as plain text (JSON-serialisable, so it can be cached):
-    ``optimizers`` (one entry per family: name, source, shared-parameter text and
-    variants ``[name, summary, parameter text]``), ``problems`` (name, summary, source)
-    and ``failures`` (plugin, source, error)."""
+    ``optimizers`` (one entry per family: name, source, shared-parameter text, variants
+    ``[name, summary, parameter text]``, ``parameters`` rows ``[name, type, default,
+    accepts, help]`` with per-variant defaults where they differ, and ``details``: per
+    variant its summary, reference, capabilities and parameter rows), ``problems``
+    (name, summary, source) and ``failures`` (plugin, source, error)."""
     families = []
     for fam in optimizer_families(reg):
         single = len(fam.variants) == 1
+        names = [n for n, _, _ in fam.variants]
         families.append(
             {
                 "name": fam.name,
@@ -109,6 +112,8 @@ def listing_rows(reg: Any) -> dict[str, list[dict[str, Any]]]:
                     [name, summary, params_text(own) if own or single else "(shared)"]
                     for name, summary, own in fam.variants
                 ],
+                "parameters": family_parameter_rows(reg, names),
+                "details": {n: optimizer_detail(reg.optimizers[n]) for n in names},
             }
         )
     problems = [
@@ -117,6 +122,64 @@ def listing_rows(reg: Any) -> dict[str, list[dict[str, Any]]]:
     ]
     failures = [{"name": f.name, "source": f.source, "error": f.error} for f in reg.failures]
     return {"optimizers": families, "problems": problems, "failures": failures}
+
+
+def value_text(v: Any) -> str:
+    """A default as the selection grammar writes it (true, none, 0.001)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return "none" if v is None else str(v)
+
+
+def _param_row(name: str, p: Any, default: str) -> list[str]:
+    from crfopt.optim.parse import describe_values
+
+    return [name, p.type.__name__, default, describe_values(p), p.help]
+
+
+def family_parameter_rows(reg: Any, names: Sequence[str]) -> list[list[str]]:
+    """Every parameter of the variants ``names``: [name, type, default, accepts, help].
+
+    The default is one value when every variant has it, else ``value (variants)`` per
+    distinct value, so a variant's own setting is visible in the family's table. When
+    variants declare a parameter differently (SDCA's ``sampler`` accepts other choices in
+    the non-uniform variants), each declaration gets its row, naming its variants.
+    """
+    from crfopt.optim.parse import describe_values
+
+    # parameter → declaration (type, accepts, help) → variants, in declaration order
+    groups: dict[str, dict[tuple[str, str, str], list[str]]] = {}
+    for n in names:
+        for k, p in reg.optimizers[n].parameters().items():
+            decl = (p.type.__name__, describe_values(p), p.help)
+            groups.setdefault(k, {}).setdefault(decl, []).append(n)
+    rows = []
+    for k, decls in groups.items():
+        for decl, members in decls.items():
+            by_value: dict[str, list[str]] = {}
+            for n in members:
+                value = value_text(reg.optimizers[n].parameters()[k].default)
+                by_value.setdefault(value, []).append(n)
+            if len(by_value) == 1 and len(members) == len(names):
+                default = next(iter(by_value))
+            else:
+                default = "; ".join(f"{v} ({', '.join(ns)})" for v, ns in by_value.items())
+            label = k if len(decls) == 1 else f"{k} ({', '.join(members)})"
+            rows.append([label, decl[0], default, decl[1], decl[2]])
+    return rows
+
+
+def optimizer_detail(spec: Any) -> dict[str, Any]:
+    """One variant in full (``crfopt list optimizers NAME``)."""
+    return {
+        "summary": spec.summary,
+        "reference": spec.reference,
+        "source": spec.source,
+        "capabilities": sorted(spec.capabilities),
+        "parameters": [
+            _param_row(k, p, value_text(p.default)) for k, p in spec.parameters().items()
+        ],
+    }
 
 
 def listing(plugin_dirs: Sequence[str]) -> dict[str, list[dict[str, Any]]]:

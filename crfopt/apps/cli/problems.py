@@ -27,21 +27,36 @@ from crfopt.apps.cli.options import (
 
 @click.command("list", short_help="List optimizers and problems.", epilog=exit_codes())
 @click.argument("what", type=click.Choice(["optimizers", "problems", "all"]), default="all")
+@click.argument("name", required=False, metavar="[NAME]")
 @plugin_dir_option
-def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
+def list_cmd(what: str, name: str | None, plugin_dirs: Sequence[str]) -> None:
     """List registered optimizers and problems, their defaults and where they come from
     (WHAT: optimizers, problems or all, the default).
 
     Variants of one optimizer family are listed together: the parameters they share
-    once, then what each variant sets differently.
+    once, then what each variant sets differently; then every parameter of each family
+    with its type, default, accepted values and help line. `list optimizers NAME` shows
+    one variant in full: summary, reference, capabilities and every parameter.
 
     Examples:
 
     \b
       crfopt list optimizers
+      crfopt list optimizers sdca-gap
       crfopt list problems --plugin-dir my_plugins/
     """
     rows = listing(plugin_dirs)
+    if name is not None:
+        if what != "optimizers":
+            raise click.UsageError(f"NAME is read by 'list optimizers NAME' only, not by {what!r}")
+        details = {n: d for fam in rows["optimizers"] for n, d in fam["details"].items()}
+        if name not in details:
+            raise click.BadParameter(
+                f"unknown optimizer {name!r}; registered: {', '.join(sorted(details))}",
+                param_hint="NAME",
+            )
+        console.print(_detail_table(name, details[name]))
+        return
     if what in ("optimizers", "all"):
         table = Table(
             title="optimizers",
@@ -68,6 +83,13 @@ def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
                     "" if several else escape(fam["source"]),
                 )
         console.print(table)
+        for fam in rows["optimizers"]:
+            several = len(fam["variants"]) > 1
+            title = f"parameters of {fam['name']}{' family' if several else ''}"
+            table = _parameter_table(f"{title} (NAME[param=value]; sweep: NAME[param=v1,v2])")
+            for row in fam["parameters"]:
+                table.add_row(*map(escape, row))
+            console.print(table)
     if what in ("problems", "all"):
         table = Table(title="problems")
         for col in ("name", "summary", "source"):
@@ -82,6 +104,28 @@ def list_cmd(what: str, plugin_dirs: Sequence[str]) -> None:
         for f in rows["failures"]:
             table.add_row(*map(escape, (f["name"], f["source"], f["error"])))
         console.print(table)
+
+
+def _parameter_table(title: str) -> Table:
+    table = Table(title=escape(title), title_justify="left")
+    # type and accepted values never wrap (a range or a choice list is read whole, and
+    # pasted into --optimizers); names, defaults and help lines wrap between words
+    for col in ("parameter", "type", "default", "accepts", "help"):
+        table.add_column(col, no_wrap=col in ("type", "accepts"), overflow="fold")
+    return table
+
+
+def _detail_table(name: str, detail: dict[str, Any]) -> Table:
+    """``crfopt list optimizers NAME``: the variant's summary, reference, source and
+    capabilities above a table of every parameter."""
+    console.print(f"[bold]{escape(name)}[/]: {escape(detail['summary'])}")
+    console.print(f"reference: {escape(detail['reference'] or '—')}")
+    console.print(f"source: {escape(detail['source'])}")
+    console.print(f"capabilities: {escape(', '.join(detail['capabilities']) or 'none')}")
+    table = _parameter_table(f"parameters of {name} (set: {name}[param=value])")
+    for row in detail["parameters"]:
+        table.add_row(*map(escape, row))
+    return table
 
 
 def template_rules(spec: dict[str, Any]) -> list[str]:
