@@ -8,6 +8,7 @@ lazy import is still a dependency). Plugins and dataset modules use the public A
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -189,6 +190,71 @@ def test_import_crfopt_is_lazy():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert out.stdout.strip() == "[]"
+
+
+#: what the command line must not load to show help or a cached listing: the numeric
+#: stack, the kernels and the plugins (numba alone is 0.3-0.5 s on a quiet machine)
+HEAVY = (
+    "numba",
+    "numpy",
+    "pandas",
+    "pyarrow",
+    "scipy",
+    "crfopt.kernels",
+    "crfopt.optim.registry",
+    "crfopt_plugins",
+    "crfopt_datasets",
+)
+
+
+def heavy_modules_after(args: list[str], env: dict[str, str] | None = None) -> list[str]:
+    """Run ``crfopt ARGS`` in a fresh interpreter; the HEAVY modules it imported."""
+    code = (
+        "import json, sys\n"
+        "from crfopt.apps.cli import main\n"
+        "try:\n"
+        f"    main({args!r})\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+        f"print('HEAVY', json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    line = [x for x in out.stdout.splitlines() if x.startswith("HEAVY ")][-1]
+    return json.loads(line[len("HEAVY ") :])
+
+
+def cli_commands() -> list[str]:
+    from crfopt.apps.cli import main
+
+    return sorted(main.commands)
+
+
+@pytest.mark.parametrize("command", ["", *cli_commands()])
+def test_cli_help_is_light(command):
+    """``crfopt --help`` and every ``crfopt COMMAND --help`` build from the CLI modules
+    alone (issue 19 item 5: start-up under 0.5 s): a module-level import of pandas, the
+    registry or the kernels in crfopt/apps/cli makes this fail."""
+    args = [command, "--help"] if command else ["--help"]
+    assert heavy_modules_after(args) == []
+
+
+def test_cached_list_is_light(tmp_path):
+    """The second ``crfopt list`` prints the first one's table from the listing cache,
+    importing no plugin, kernel or numeric library."""
+    import os
+
+    env = {**os.environ, "CRFOPT_CACHE": str(tmp_path)}
+    env.pop("CRFOPT_NO_LIST_CACHE", None)
+    first = heavy_modules_after(["list"], env)
+    assert "crfopt_plugins" in first  # the cold call did load the plugins
+    assert heavy_modules_after(["list"], env) == []
 
 
 def test_public_names_resolve():
