@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import ast
+import re
+import shlex
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -84,8 +87,11 @@ def test_compiled_loop_example_counts_and_matches_python(tmp_path, monkeypatch):
 
 def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # the examples write results/ into the working directory
-    for block in code_blocks("README.md"):
-        exec(compile(block, "README.md", "exec"), {})
+    blocks = fenced_blocks("README.md", PYTHON)
+    assert len(blocks) == len(code_blocks("README.md"))  # both readers see the same blocks
+    for line, block, kind, _ in blocks:
+        if kind is None:  # a marked block (e.g. SLURM) is checked where its marker says
+            exec(compile("\n" * line + block, "README.md", "exec"), {})
     assert "[['PRON', 'VERB']]" in capsys.readouterr().out
 
 
@@ -204,3 +210,174 @@ def test_lazy_sag_example_reaches_the_scipy_optimum(lazy_sag_spec, sparse_small)
     assert res.trace["suboptimality"].iloc[-1] <= 1e-8 * p_star
     # strongly convex: P(w) − P* ≥ λ/2 ‖w − w*‖²
     assert np.linalg.norm(res.w - w_star) <= np.sqrt(2 * 1e-8 * p_star / p.lam) * 1.01
+
+
+# ---- the shell commands of README.md and docs/*.md ----------------------------------------
+#
+# Every ```bash block runs, command by command, through the CLI (in-process), in one fresh
+# folder per block, so a later command reads what an earlier one wrote (results/, a model).
+# What makes them runnable in seconds, the same for every block (README, "Development"):
+#   - a built-in problem other than `synthetic` (real data, minutes to load) becomes a tiny
+#     generated chunking corpus (word, POS, B-/I- chunk label), given as a path problem with
+#     its test split; a `--set NAME.param=…` of that problem is dropped with it;
+#   - `--passes N` is capped at 2;
+#   - an input file a command names (.txt, .conll, .conllu) and the block does not make is
+#     written from the same generator (CoNLL-U for .conllu); `my_plugins` is the SGD plugin
+#     of docs/plugins.md; `> FILE` stores the command's output in FILE.
+# A block that must not run here (installs, downloads, the whole test suite, tox, hours of
+# work) has `<!-- not-run: REASON -->` on the line before it; one run by another test has
+# `<!-- tested-in: tests/FILE.py -->`.
+
+ROOT = Path(__file__).resolve().parents[1]
+SHELL_DOCS = ["README.md", *sorted(p.name for p in (ROOT / "docs").glob("*.md"))]
+MARK = re.compile(r"<!--\s*(not-run|tested-in)\s*:?(.*?)-->\s*$")
+MAX_PASSES = 2
+WORDS = {
+    "DT": ["the", "a", "this"],
+    "NN": ["cat", "dog", "model", "report", "grid"],
+    "VBZ": ["sees", "trains", "reads"],
+    "JJ": ["small", "fast", "red"],
+    "IN": ["on", "with"],
+}
+# a sentence is a sequence of chunks; each chunk a sequence of POS tags
+CHUNKS = {"NP": [["DT", "NN"], ["DT", "JJ", "NN"], ["NN"]], "VP": [["VBZ"]], "PP": [["IN"]]}
+SHAPES = [["NP", "VP", "NP"], ["NP", "VP", "NP", "PP", "NP"], ["NP", "VP"]]
+
+
+SHELL = ("bash", "sh", "shell", "console")
+PYTHON = ("python",)
+
+
+def fenced_blocks(doc: str, langs: tuple[str, ...]) -> list[tuple[int, str, str | None, str]]:
+    """(line, code, marker kind or None, marker text) of each block of DOC in LANGS."""
+    path = ROOT / doc if doc == "README.md" else ROOT / "docs" / doc
+    text = path.read_text(encoding="utf-8")
+    out = []
+    fence = rf"^```(?:{'|'.join(langs)})\n(.*?)^```"
+    for m in re.finditer(fence, text, flags=re.S | re.M):
+        line = text.count("\n", 0, m.start()) + 1
+        before = [ln for ln in text[: m.start()].splitlines() if ln.strip()]
+        mark = MARK.search(before[-1]) if before else None
+        kind, note = (mark.group(1), mark.group(2).strip()) if mark else (None, "")
+        out.append((line, m.group(1), kind, note))
+    return out
+
+
+def all_shell_blocks():
+    return [(doc, *block) for doc in SHELL_DOCS for block in fenced_blocks(doc, SHELL)]
+
+
+def tiny_sentences(n: int, seed: int) -> list[list[tuple[str, str, str]]]:
+    rng = np.random.default_rng(seed)
+    sentences = []
+    for _ in range(n):
+        tokens = []
+        for chunk in SHAPES[rng.integers(len(SHAPES))]:
+            tags = CHUNKS[chunk][rng.integers(len(CHUNKS[chunk]))]
+            for k, tag in enumerate(tags):
+                word = WORDS[tag][rng.integers(len(WORDS[tag]))]
+                tokens.append((word, tag, f"{'B' if k == 0 else 'I'}-{chunk}"))
+        sentences.append(tokens)
+    return sentences
+
+
+def write_tiny_corpus(path: Path, seed: int, n: int = 30) -> None:
+    if path.suffix == ".conllu":  # CoNLL-U: the label is the xpos column
+        rows = [
+            "\n".join(f"{i}\t{w}\t{w}\tX\t{p}\t_\t0\tdep\t_\t_" for i, (w, p, _) in enumerate(s, 1))
+            for s in tiny_sentences(n, seed)
+        ]
+    else:
+        rows = ["\n".join(" ".join(t) for t in s) for s in tiny_sentences(n, seed)]
+    path.write_text("\n\n".join(rows) + "\n", encoding="utf-8")
+
+
+def commands_of(code: str) -> list[list[str]]:
+    """The block's commands as argument lists (continuations joined, comments dropped)."""
+    joined = re.sub(r"\\\n\s*", " ", code)
+    return [args for ln in joined.splitlines() if (args := shlex.split(ln, comments=True))]
+
+
+def runnable(args: list[str], folder: Path, builtin: set[str]) -> tuple[list[str], Path | None]:
+    """ARGS as they run here (the substitutions above) and the file `>` sends output to."""
+    out_file = None
+    if ">" in args:
+        k = args.index(">")
+        out_file, args = folder / args[k + 1], args[:k]
+    real = {args[k + 1] for k, a in enumerate(args[:-1]) if a == "--problem"} & builtin
+    result, k = [], 0
+    while k < len(args):
+        a = args[k]
+        nxt = args[k + 1] if k + 1 < len(args) else None
+        if a == "--problem" and nxt in real:
+            write_tiny_corpus(folder / "tiny-train.conll", seed=0)
+            write_tiny_corpus(folder / "tiny-test.conll", seed=1, n=10)
+            result += ["--problem", "tiny-train.conll", "--columns", "word,pos,label"]
+            result += ["--template", "chunking", "--test", "tiny-test.conll"]
+            k += 2
+            continue
+        if a == "--set" and nxt is not None and nxt.split(".", 1)[0] in real:
+            k += 2
+            continue
+        if a == "--passes" and nxt is not None:
+            result += [a, str(min(float(nxt), MAX_PASSES))]
+            k += 2
+            continue
+        if a == "--plugin-dir" and nxt == "my_plugins" and not (folder / nxt).exists():
+            write_sgd_plugin(folder / nxt)
+        if re.search(r"\.(txt|conll|conllu)$", a) and not (folder / a).exists():
+            write_tiny_corpus(folder / a, seed=2 + k)
+        result.append(a)
+        k += 1
+    return result, out_file
+
+
+def test_every_shell_block_runs_or_says_why_not():
+    blocks = all_shell_blocks()
+    assert len(blocks) >= 10  # the extraction reads the docs, not nothing
+    blocks += [(d, *b) for d in SHELL_DOCS for b in fenced_blocks(d, PYTHON)]
+    bad = []
+    for doc, line, _code, kind, note in blocks:
+        if kind == "not-run" and len(note) < 8:
+            bad.append(f"{doc}:{line}: <!-- not-run: … --> without a reason")
+        if kind == "tested-in" and not (ROOT / note).is_file():
+            bad.append(f"{doc}:{line}: tested-in {note!r}, which does not exist")
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize(
+    "doc,line,code",
+    [pytest.param(d, n, c, id=f"{d}:{n}") for d, n, c, kind, _ in all_shell_blocks() if not kind],
+)
+def test_shell_block_runs(doc, line, code, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))  # P* cache of the tiny corpus
+    builtin = set(crfopt.get_registry().problems) - {"synthetic"}
+    runner = CliRunner()
+    for args in commands_of(code):
+        assert args[0] == "crfopt", (
+            f"{doc}:{line}: `{shlex.join(args)}` is not a crfopt command; "
+            "mark the block <!-- not-run: REASON --> if it cannot run in the tests"
+        )
+        argv, out_file = runnable(args[1:], tmp_path, builtin)
+        res = runner.invoke(main, argv)
+        assert res.exit_code == 0, f"{doc}:{line}: crfopt {shlex.join(argv)}\n{res.output}"
+        if out_file is not None:
+            out_file.write_text(res.stdout, encoding="utf-8")
+
+
+def test_metric_example_runs_as_documented(tmp_path, monkeypatch, capsys):
+    """docs/plugins.md "Adding a metric": the plugin file and the run that uses it."""
+    plugin = next(b for b in code_blocks("plugins.md") if "crfopt_register_metrics" in b)
+    usage = next(b for b in code_blocks("plugins.md") if '"sparsity", "test_error"' in b)
+    (tmp_path / "my_plugins").mkdir()
+    (tmp_path / "my_plugins" / "sparsity.py").write_text(plugin, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(compile(usage, "plugins.md", "exec"), scope)
+    trace, w = scope["result"].trace, scope["result"].w
+    assert "sparsity" in capsys.readouterr().out
+    # expensive, every 4th checkpoint and the last (2 passes at every:0.25: 0..8)
+    assert list(trace.loc[trace["sparsity"].notna(), "checkpoint"]) == [0, 4, 8]
+    assert trace["sparsity"].iloc[0] == 1.0  # sg starts from w = 0
+    assert trace["sparsity"].iloc[-1] == float(np.mean(w == 0.0))
