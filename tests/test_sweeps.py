@@ -288,3 +288,18 @@ def test_compare_refuses_an_out_of_range_sweep_value_as_a_usage_error(tmp_path):
     assert res.exit_code == 2
     assert "non_uniformity accepts float [0, 1]" in res.output
     assert not (tmp_path / "r").exists() or not list((tmp_path / "r").glob("run-*"))
+
+
+def test_a_comma_list_in_set_points_to_the_sweep_notation(tmp_path):
+    args = [
+        "compare",
+        "--problem",
+        "synthetic",
+        "--optimizers",
+        "sg",
+        "--set",
+        "sg.step_size=1,0.1",
+    ]
+    res = CliRunner().invoke(main, [*args, "--passes", "1", "--out", str(tmp_path / "r")])
+    assert res.exit_code == 2
+    assert "to sweep it, select sg[step_size=1,0.1] in --optimizers" in res.output

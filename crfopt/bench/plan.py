@@ -210,6 +210,12 @@ def _resolve(reg: Registry, name: str, merged: Mapping[str, Any]) -> dict[str, A
         raise ParameterError(
             f"{display_name(name, merged)}: {text}; {k} accepts {declared[k].type.__name__} "
             f"{describe_values(declared[k])} (crfopt list optimizers {name})"
+            + (
+                # --set NAME.param=1,0.1 reaches here as the text "1,0.1"
+                f"; to sweep it, select {name}[{k}={merged[k]}] in --optimizers"
+                if isinstance(merged[k], str) and "," in merged[k]
+                else ""
+            )
         ) from None
 
 
