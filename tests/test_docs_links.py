@@ -10,8 +10,10 @@ section docs/algorithms.md does not have.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,52 @@ def test_every_algorithms_citation_names_an_existing_section():
         f"{', '.join(sorted(sections, key=lambda s: [int(x) for x in s.split('.')]))}):\n"
         + "\n".join(bad)
     )
+
+
+# ---- the documentation site (mkdocs.yml; tox -e docs) ---------------------------------------
+
+
+def build_site(tmp_path: Path, extra_line: str = "") -> subprocess.CompletedProcess[str]:
+    """`mkdocs build --strict` of a copy of docs/ (EXTRA_LINE appended to its index.md),
+    with mkdocs.yml's own settings and the sources read from this checkout."""
+    import yaml
+
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed")
+    pytest.importorskip("mathjax", reason="the docs extra is not installed")
+    import shutil
+
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "docs", docs)
+    with (docs / "index.md").open("a", encoding="utf-8") as f:
+        f.write(extra_line)
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    config["docs_dir"] = str(docs)
+    config["site_dir"] = str(tmp_path / "site")
+    config["hooks"] = [str(docs / Path(h).relative_to("docs")) for h in config["hooks"]]
+    for plugin in config["plugins"]:
+        if isinstance(plugin, dict) and "mkdocstrings" in plugin:
+            plugin["mkdocstrings"]["handlers"]["python"]["paths"] = [str(ROOT)]
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(tmp_path / "mkdocs.yml")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        timeout=600,
+    )
+
+
+def test_docs_site_builds_without_warning(tmp_path):
+    res = build_site(tmp_path)
+    assert res.returncode == 0 and "WARNING" not in res.stderr, res.stderr
+    site = tmp_path / "site"
+    assert (site / "assets" / "mathjax" / "tex-chtml.js").is_file()  # maths offline
+    api = (site / "api" / "running" / "index.html").read_text(encoding="utf-8")
+    assert "Run one optimizer on one problem" in api  # generated from run()'s docstring
+    assert ":func:" not in api  # Sphinx roles rendered as code
+
+
+def test_docs_site_build_fails_on_a_broken_link(tmp_path):
+    res = build_site(tmp_path, "\nSee [the missing page](missing.md).\n")
+    assert res.returncode != 0
+    assert "missing.md" in res.stderr, res.stderr
