@@ -11,7 +11,9 @@ cheap once the test split is decoded, and the decoding is shared (``Checkpoint.p
 * ``chunk_f1``: chunk (entity) F1 on the test split, counted as CoNLL's ``conlleval``
   counts chunks, for problems whose labels are IOB/IOE chunk tags (CoNLL-2000 chunking,
   CoNLL-2002 NER); it writes no column for other problems (OCR, POS tagging, synthetic).
-  Vectorized over the whole split, so it costs a small fraction of the decoding.
+  Vectorized over the whole split: on CoNLL-2000's test split (47,377 tokens) it
+  takes 0.13–0.20 s per checkpoint, less than the Viterbi decoding it shares with
+  test_error (0.22–0.26 s), hence cheap (measured on the shared 2-core machine).
 """
 
 from __future__ import annotations

@@ -97,10 +97,12 @@ def test_chunk_f1_by_hand():
     assert builtin.chunk_f1(_point(names, gold, pred)) == pytest.approx(2 / 3)
     assert chunk_scores(gold, pred).precision_recall_f1[2] == pytest.approx(2 / 3)
     assert builtin.chunk_f1(_point(names, gold, gold)) == 1.0
-    # a typeless "B" then ".": conlleval never closes that chunk, so it is not counted
-    odd = _point(TAGS, [["B", "."]], [["B", "."]])
-    assert len(builtin.chunk_keys(odd.gold("test"), odd.offsets("test"), tuple(TAGS))) == 0
-    assert chunk_scores([["B", "."]], [["B", "."]]).gold_chunks == 0
+    # a typeless "B" then ".": conlleval never closes that chunk, so it is not counted,
+    # not even when a later sentence has an end boundary and no start of its own
+    for sents in ([["B", "."]], [["B", "."], [".", "B", "O"]]):
+        odd = _point(TAGS, sents, sents)
+        assert len(builtin.chunk_keys(odd.gold("test"), odd.offsets("test"), tuple(TAGS))) == 0
+        assert chunk_scores(sents, sents).gold_chunks == 0
 
 
 # the tag set mixes IOB2, IOE, a "." tag and typeless tags, where conlleval's rules bite
