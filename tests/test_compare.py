@@ -223,8 +223,9 @@ def test_config_file(tmp_path):
 
 
 def _strip_time(df: pd.DataFrame) -> pd.DataFrame:
-    # wall-clock columns differ between runs; everything else must be identical
-    timed = ["time_s", "init_time_s"]
+    # wall-clock columns differ between runs, and where a run was computed (backend,
+    # threads, worker) between backends; everything else must be identical
+    timed = ["time_s", "init_time_s", "backend", "threads", "worker"]
     return df.drop(columns=timed).sort_values(["run_id", "checkpoint"]).reset_index(drop=True)
 
 
@@ -249,6 +250,10 @@ def test_backends_give_identical_tables(tmp_path, plugin_dir):
     assert ref["run_id"].nunique() == 4
     for backend in ("joblib", "dask"):
         pd.testing.assert_frame_equal(_strip_time(tables[backend]), ref)
+    for backend, table in tables.items():  # each run says where it was timed
+        assert set(table["backend"]) == {backend}
+        assert table["worker"].notna().all() and table["threads"].notna().all()
+    assert set(tables["joblib"]["threads"]) == {1}  # parallel workers: one thread each
 
 
 def test_sigkill_mid_grid_then_resume(tmp_path, plugin_dir):

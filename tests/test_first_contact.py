@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import click
@@ -449,3 +450,121 @@ def test_a_data_file_with_the_wrong_checksum_is_an_input_error(tmp_path, monkeyp
     assert res.exit_code == 2, res.output
     assert _handled(res)
     assert "not the expected one" in res.output and "ocr.mat" in res.output
+
+
+# ------------------------------------------------ each run records where it was timed
+
+
+@pytest.fixture(scope="module")
+def serial_runs(tmp_path_factory):
+    """Two serial runs of a small synthetic problem in this process."""
+    import crfopt
+
+    tmp = tmp_path_factory.mktemp("serial-runs")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CRFOPT_CACHE", str(tmp / "cache"))
+    try:
+        crfopt.compare(
+            "synthetic",
+            "lbfgs,sag",
+            passes=1,
+            optimum=False,
+            problem_params={"synthetic": {"n": 30}},
+            out=tmp / "out",
+        )
+    finally:
+        mp.undo()
+    return tmp / "out"
+
+
+def test_each_run_records_its_backend_threads_and_worker(serial_runs):
+    import crfopt
+    from crfopt.kernels.jit import JIT_ENABLED
+
+    table = crfopt.read_results(serial_runs)
+    assert set(table["backend"]) == {"serial"}
+    if JIT_ENABLED:
+        import numba
+
+        expected_threads = numba.get_num_threads()
+    else:
+        expected_threads = 1
+    assert set(table["threads"]) == {expected_threads}
+    assert set(table["worker"]) == {f"{socket.gethostname()}:{os.getpid()}"}
+
+
+def test_a_file_from_before_the_run_columns_reads_them_as_null(serial_runs, tmp_path, monkeypatch):
+    """A file written before backend/threads/worker existed (by the schema without them,
+    its trace checksum over the columns it had) still verifies and reads with nulls."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import crfopt
+    from crfopt.bench import results
+    from crfopt.bench.results import RUN_COLUMNS, DamagedResultError, load_run, write_run
+
+    src = sorted(serial_runs.glob("run-*.parquet"))[0]
+    trace, meta = load_run(src)
+    meta = {k: v for k, v in meta.items() if k not in ("provenance", "trace_sha256")}
+    old = tmp_path / "old" / src.name
+    with monkeypatch.context() as m:  # the schema as it was before these columns
+        before = {c: t for c, t in results.COLUMNS.items() if c not in RUN_COLUMNS}
+        m.setattr(results, "COLUMNS", before)
+        write_run(old, trace.drop(columns=list(RUN_COLUMNS)), meta)
+    assert set(RUN_COLUMNS).isdisjoint(pq.read_schema(old).names)
+    back = crfopt.read_results(old.parent)
+    assert len(back) == len(trace)
+    assert back["backend"].isna().all() and back["threads"].isna().all()
+    assert back["worker"].isna().all() and str(back["threads"].dtype) == "Int64"
+    # a filled column is covered by the checksum like any other
+    filled = pq.read_table(src)
+    i = filled.schema.get_field_index("worker")
+    forged = filled.set_column(i, "worker", pa.array(["elsewhere:1"] * filled.num_rows))
+    pq.write_table(forged, tmp_path / src.name, write_page_checksum=True)
+    with pytest.raises(DamagedResultError, match="trace checksum"):
+        load_run(tmp_path / src.name)
+
+
+def _mixed_folder(serial_runs, tmp_path) -> Path:
+    """The two serial runs, one of them relabelled as timed on Dask with one thread."""
+    import pandas as pd
+
+    from crfopt.bench.results import load_run, write_run
+
+    out = tmp_path / "mixed"
+    for i, src in enumerate(sorted(serial_runs.glob("run-*.parquet"))):
+        trace, meta = load_run(src)
+        if i == 0:
+            trace["backend"] = pd.Series(["dask"] * len(trace), dtype="string")
+            trace["threads"] = pd.Series([1] * len(trace), dtype="Int64")
+        meta = {k: v for k, v in meta.items() if k not in ("provenance", "trace_sha256")}
+        write_run(out / src.name, trace, meta)
+    return out
+
+
+def test_report_warns_when_the_seconds_axis_mixes_backends_or_threads(serial_runs, tmp_path):
+    import numba
+
+    from crfopt.bench.report import MixedTimingWarning, make_report
+
+    if numba.get_num_threads() == 1:  # the relabelled run must differ from the others
+        pytest.skip("one numba thread: relabelling to 1 thread would not mix thread counts")
+    # one backend, one thread count: nothing to say
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        rep = make_report(serial_runs, tmp_path / "same", formats=["png"])
+    assert not [w for w in seen if issubclass(w.category, MixedTimingWarning)]
+    assert "mixes" not in rep.markdown.read_text(encoding="utf-8")
+    mixed = _mixed_folder(serial_runs, tmp_path)
+    with pytest.warns(MixedTimingWarning, match="mixes backends .*dask: 1 runs, serial: 1 runs"):
+        rep = make_report(mixed, tmp_path / "rep", formats=["png"])
+    md = rep.markdown.read_text(encoding="utf-8")
+    assert "**Warning:** synthetic: the seconds axis mixes backends" in md
+    assert "thread counts (1: 1 runs" in md
+    assert "the seconds axis mixes backends" in rep.html.read_text(encoding="utf-8")
+    # the command line says it on stderr
+    env = {**os.environ, "CRFOPT_CACHE": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-m", "crfopt", "report", str(mixed), "--out", str(tmp_path / "cli")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "synthetic: the seconds axis mixes backends" in proc.stderr

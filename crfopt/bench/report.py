@@ -39,6 +39,7 @@ import io
 import json
 import math
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +63,16 @@ from crfopt.bench.analysis import (
 from crfopt.bench.interactive import write_interactive
 from crfopt.bench.results import COLUMNS, read_results
 
-__all__ = ["AXES", "INIT_SHIFT", "Report", "axis_label", "make_report", "plot_frame"]
+__all__ = [
+    "AXES",
+    "INIT_SHIFT",
+    "MixedTimingWarning",
+    "Report",
+    "axis_label",
+    "make_report",
+    "plot_frame",
+    "timing_warnings",
+]
 
 THRESHOLDS = (1e-2, 1e-4, 1e-6)
 
@@ -260,6 +270,34 @@ def _best_of_lines(chosen: Sequence[Any]) -> list[str]:
     return [*lines, ""]
 
 
+class MixedTimingWarning(UserWarning):
+    """The seconds axis of one problem mixes runs timed on different backends or with
+    different thread counts, so their seconds are not comparable."""
+
+
+def timing_warnings(frame: pd.DataFrame) -> list[str]:
+    """One sentence per problem whose runs were timed on more than one backend or thread
+    count (the ``backend``/``threads`` columns; null, in files from before them, is
+    unknown and mixes with nothing)."""
+    if "backend" not in frame or "threads" not in frame:
+        return []
+    found = []
+    runs = frame.drop_duplicates("run_id")
+    for problem, pdf in runs.groupby("problem", sort=True):
+        mixed = []
+        for col, what in (("backend", "backends"), ("threads", "thread counts")):
+            counts = pdf[col].dropna().value_counts().sort_index()
+            if len(counts) > 1:
+                mixed.append(f"{what} ({', '.join(f'{v}: {n} runs' for v, n in counts.items())})")
+        if mixed:
+            found.append(
+                f"{problem}: the seconds axis mixes {' and '.join(mixed)}; seconds are "
+                "comparable only between runs of one backend and thread count (compare "
+                "passes or oracle calls instead, or rerun on one backend)"
+            )
+    return found
+
+
 def to_markdown(table: pd.DataFrame) -> str:
     cols = list(table.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -398,6 +436,15 @@ def make_report(
     report.summary = table
     heading = title or "crfopt comparison report"
     axes_note = init_note(table, init_offset)
+    timing = timing_warnings(frame)
+    for text in timing:
+        warnings.warn(text, MixedTimingWarning, stacklevel=2)
+    timing_md = [*(f"**Warning:** {text}." for text in timing), ""] if timing else []
+    gap_note = (
+        "duality_gap is a true gap; which dual point it uses (the optimizer's own μ for "
+        "SDCA and OEG, the model's marginals ν(w) for primal methods, whose gap is "
+        "‖∇P(w)‖²/(2λ)) is in docs/algorithms.md §1.4."
+    )
     # the same frame as the figures (axes, init offset), explorable: crfopt.bench.interactive
     picks = [line for line in _best_of_lines(chosen) if line]
     report.interactive = write_interactive(
@@ -412,6 +459,9 @@ def make_report(
         "",
         axes_note,
         "",
+        gap_note,
+        "",
+        *timing_md,
         "Interactive view (pick problem, axis, quantity, scales, optimizers): "
         "[interactive.html](interactive.html).",
         "",
@@ -437,7 +487,9 @@ td, th {{ padding: 0.25em 0.6em; border-bottom: 1px solid #ddd; text-align: righ
 <h1>{html.escape(heading)}</h1>
 <p>Relative primal sub-optimality is (P(w) − P*)/P(0) with the certified reference optimum
 P*; duality gaps are true gaps evaluated at each checkpoint (not counted, not timed).</p>
+<p>{html.escape(gap_note)}</p>
 <p>{html.escape(axes_note)}</p>
+{"".join(f'<p style="color:#a40"><b>Warning:</b> {html.escape(t)}.</p>' for t in timing)}
 <p><a href="interactive.html">Interactive view</a>: pick the problem, axis, quantity, scales
 and optimizers; hover a point for its run, seed and parameters.</p>
 {"".join(f"<p>{html.escape(line)}</p>" for line in _best_of_lines(chosen) if line)}
