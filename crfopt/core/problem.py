@@ -211,8 +211,13 @@ def decode(problem: CRFProblem, w: np.ndarray, split: str = "test") -> np.ndarra
     """
     kd = problem.split_data(split)
     out = np.empty(len(kd.y), dtype=np.int64)
+    # Always a read-only view: numba compiles one specialization per writability, and
+    # callers pass both (a checkpoint's frozen w, an optimizer's own), which compiled
+    # batch_viterbi's whole call tree twice in a first `compare`.
+    w = problem.layout.check(w).view()
+    w.flags.writeable = False
     with batch_threads():
-        _impl.batch_viterbi(kd, problem.layout.check(w), out)
+        _impl.batch_viterbi(kd, w, out)
     return out
 
 
