@@ -99,7 +99,11 @@ def test_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path, monkeypatch):
     )
     assert res.exit_code == 1
     assert "cannot write results" in res.output and "No space left on device" in res.output
-    assert not list((tmp_path / "o").glob("*"))  # no temporary or partial file
+    # no temporary or partial file; the run's lock file stays (.locks/): deleting a lock
+    # file that another process may be waiting on would let two processes hold the lock
+    left = sorted(p.relative_to(tmp_path / "o") for p in (tmp_path / "o").rglob("*"))
+    assert all(p.parts[0] == ".locks" for p in left), left
+    assert all(p.suffix == ".lock" for p in left if p.is_file()), left
 
 
 def test_read_only_output_folder_fails_before_any_work(tmp_path, monkeypatch):
