@@ -211,11 +211,13 @@ def decode(problem: CRFProblem, w: np.ndarray, split: str = "test") -> np.ndarra
     """
     kd = problem.split_data(split)
     out = np.empty(len(kd.y), dtype=np.int64)
-    # Always a read-only view: numba compiles one specialization per writability, and
-    # callers pass both (a checkpoint's frozen w, an optimizer's own), which compiled
-    # batch_viterbi's whole call tree twice in a first `compare`.
-    w = problem.layout.check(w).view()
-    w.flags.writeable = False
+    # Always a writable array, as every other kernel gets: numba compiles one
+    # specialization per writability, and a checkpoint's frozen w compiled Viterbi's call
+    # tree (and the unary scores it shares with the oracle) a second time in a first
+    # `compare`. Copying a frozen w costs d doubles, little beside decoding a split.
+    w = problem.layout.check(w)
+    if not w.flags.writeable:
+        w = w.copy()
     with batch_threads():
         _impl.batch_viterbi(kd, w, out)
     return out
