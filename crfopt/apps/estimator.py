@@ -1,61 +1,124 @@
-"""A scikit-learn style CRF on the sklearn-crfsuite input convention.
+"""A scikit-learn estimator for linear-chain CRFs, a drop-in for sklearn-crfsuite's ``CRF``.
 
 Users of sklearn-crfsuite switch with one line::
 
     # from sklearn_crfsuite import CRF
     from crfopt import CRF
 
-    crf = CRF(optimizer="sdca-gap", max_passes=50)
+    crf = CRF(algorithm="lbfgs", c2=0.1, max_iterations=100, all_possible_transitions=True)
     crf.fit(X_train, y_train)          # X: list of sentences, each a list of feature dicts
     y_pred = crf.predict(X_test)       # list of lists of labels
 
-Feature dicts follow python-crfsuite's ``ItemSequence`` rules: ``{"k": 1.5}`` is
-attribute ``k`` with value 1.5; ``{"k": True}`` is ``k`` with value 1 (``False`` is
-absent); ``{"k": "v"}`` is attribute ``k=v``; ``{"k": {"a": ..., ...}}`` nests with the
-prefix ``k:``; ``{"k": ["a", "b"]}`` gives ``k:a`` and ``k:b``; a token may also be a
-plain list of attribute strings.
+The mapping of sklearn-crfsuite's arguments is in docs/sklearn_crfsuite.md.
+
+Feature dicts follow python-crfsuite's ``ItemSequence`` rules exactly (the attribute
+names are the same, so ``state_features_`` keys match sklearn-crfsuite's):
+``{"k": 1.5}`` is attribute ``k`` with value 1.5; ``{"k": True}`` is ``k`` with value 1
+and ``{"k": False}`` is ``k`` with value 0 (the attribute exists, it weighs nothing);
+``{"k": "v"}`` is attribute ``k:v`` with value 1; ``{"k": {"a": ...}}`` nests with the
+prefix ``k:`` (so ``{"k": {"a": "v"}}`` is ``k:a:v``); ``{"k": ["a", "b"]}`` gives ``k:a``
+and ``k:b``; a token may also be a list of attribute strings or one string.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 import os
+import sys
+import tempfile
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from crfopt.apps.model import Model
 from crfopt.core.problem import CRFProblem
 from crfopt.data.vocabulary import Vocabulary
 from crfopt.kernels.arrays import Sequences
 
+try:  # scikit-learn is optional (extra "sklearn"): without it CRF keeps its own protocol
+    from sklearn.base import BaseEstimator as _Base
+    from sklearn.exceptions import NotFittedError
+except ImportError:  # pragma: no cover - exercised only where scikit-learn is absent
+
+    class NotFittedError(ValueError, AttributeError):  # type: ignore[no-redef]
+        """The estimator is used before ``fit`` (scikit-learn's exception when installed)."""
+
+    class _Base:  # type: ignore[no-redef]
+        """get_params/set_params over the constructor's arguments, as BaseEstimator's."""
+
+        @classmethod
+        def _get_param_names(cls) -> list[str]:
+            sig = inspect.signature(cls.__init__)
+            return sorted(p for p in sig.parameters if p != "self")
+
+        def get_params(self, deep: bool = True) -> dict[str, Any]:
+            return {k: getattr(self, k) for k in self._get_param_names()}
+
+        def set_params(self, **params: Any) -> Any:
+            valid = self._get_param_names()
+            for k, v in params.items():
+                if k not in valid:
+                    raise ValueError(
+                        f"invalid parameter {k!r} for estimator {type(self).__name__}; "
+                        f"valid parameters: {', '.join(valid)}"
+                    )
+                setattr(self, k, v)
+            return self
+
+
+#: sklearn-crfsuite's ``algorithm`` → crfopt's optimizer (docs/sklearn_crfsuite.md).
+#: CRFsuite's l2sgd is SGD with the decaying step 1/(λ(t₀ + t)); crfopt's ``sg`` is the
+#: same method (η₀/(1 + λη₀t)), so the name keeps its meaning; the faster stochastic
+#: methods (sag-nus-star, sdca-gap) are given by ``optimizer``.
+ALGORITHMS: dict[str, str] = {"lbfgs": "lbfgs", "l2sgd": "sg"}
+#: CRFsuite's algorithms crfopt has no counterpart of (perceptron-like, no objective).
+UNSUPPORTED_ALGORITHMS = ("ap", "pa", "arow")
+#: Checkpoint spacing (passes) when nothing is monitored but a target gap must be
+#: checked: each check costs about one pass, so checking every 5 passes keeps it near
+#: a fifth of the work while the stop comes at most 5 passes after the target is met.
+UNMONITORED_EVERY = 5.0
+
 
 def item_attributes(item: Any, prefix: str = "") -> Iterable[tuple[str, float]]:
-    """(attribute, value) pairs of one token in python-crfsuite's conventions."""
+    """(attribute, value) pairs of one token, named exactly as python-crfsuite names them.
+
+    python-crfsuite's ``ItemSequence``: a string value ``{"k": "v"}`` is ``k:v`` with
+    value 1, a nested dict prefixes ``k:``, a list of strings gives ``k:s`` for each,
+    bools are 1/0 and numbers their value (zero included: the attribute exists).
+    """
     if isinstance(item, Mapping):
         for key, value in item.items():
+            if not isinstance(key, str):
+                raise TypeError(f"feature keys must be strings, got {key!r} ({type(key).__name__})")
             name = f"{prefix}{key}"
             if isinstance(value, bool):
-                if value:
-                    yield name, 1.0
+                yield name, 1.0 if value else 0.0
             elif isinstance(value, (int, float, np.integer, np.floating)):
                 v = float(value)
                 if not math.isfinite(v):
                     raise ValueError(f"feature {name!r} has a non-finite value {value!r}")
-                if v != 0.0:
-                    yield name, v
+                yield name, v
             elif isinstance(value, str):
-                yield f"{name}={value}", 1.0
+                yield f"{name}:{value}", 1.0
             elif isinstance(value, Mapping):
                 yield from item_attributes(value, prefix=f"{name}:")
             elif isinstance(value, (list, tuple, set, frozenset)):
                 for v in value:
                     if not isinstance(v, str):
-                        raise TypeError(f"feature {name!r}: list entries must be strings")
+                        raise TypeError(
+                            f"feature {name!r}: list entries must be strings, got "
+                            f"{type(v).__name__}"
+                        )
                     yield f"{name}:{v}", 1.0
             else:
-                raise TypeError(f"feature {name!r}: unsupported value type {type(value).__name__}")
+                raise TypeError(
+                    f"feature {name!r}: unsupported value type {type(value).__name__} "
+                    "(use str, bool, a number, a dict or a list of str)"
+                )
     elif isinstance(item, (list, tuple, set, frozenset)):
         for v in item:
             if not isinstance(v, str):
@@ -64,7 +127,17 @@ def item_attributes(item: Any, prefix: str = "") -> Iterable[tuple[str, float]]:
     elif isinstance(item, str):
         yield f"{prefix}{item}", 1.0
     else:
-        raise TypeError(f"unsupported token type {type(item).__name__}")
+        raise TypeError(
+            f"unsupported token type {type(item).__name__} (a dict of features, a list of "
+            "attribute strings or a string)"
+        )
+
+
+def _sentences(X: Iterable[Iterable[Any]], what: str = "X") -> list[list[Any]]:
+    """``X`` as a list of lists: generators (of generators) are read once, here."""
+    if isinstance(X, (str, bytes, Mapping)):
+        raise TypeError(f"{what} must be a sequence of sequences, got a {type(X).__name__}")
+    return [list(s) for s in X]
 
 
 def _encode(
@@ -73,7 +146,8 @@ def _encode(
     """CSR over tokens with the attribute values.
 
     An open ``vocab`` (fit) grows with new attributes; a frozen one (predict) drops
-    unknown attributes, returned as the count of dropped occurrences.
+    unknown attributes, returned as the count of dropped occurrences. A zero value
+    registers its attribute (as in CRFsuite) but stores no entry: it adds nothing.
     """
     lengths, indptr, indices, values = [], [0], [], []
     dropped_before = vocab.dropped
@@ -84,7 +158,7 @@ def _encode(
         for item in sent:
             for name, value in item_attributes(item):
                 j = vocab.lookup(name)
-                if j is None:
+                if j is None or value == 0.0:
                     continue
                 indices.append(j)
                 values.append(value)
@@ -98,24 +172,97 @@ def _encode(
     )
 
 
-class CRF:
-    """Linear-chain CRF trained by any crfopt optimizer (scikit-learn conventions).
+class TrainingLog(pd.DataFrame):
+    """The runner's trace (one row per checkpoint) with sklearn-crfsuite's log accessors.
+
+    ``iterations`` lists one dict per checkpoint and ``last_iteration`` is the last one:
+    ``num`` (optimizer iterations so far), ``loss`` (CRFsuite's objective
+    Σℓᵢ(w) + c2‖w‖² = n·P(w)), ``time`` (optimizer seconds), ``scores`` (the dev set's
+    metrics when ``X_dev`` was given) and every trace column; the last one also has
+    ``feature_norm`` (‖w‖) and ``active_features`` (non-zero weights).
+    """
+
+    @property
+    def _constructor(self) -> type[pd.DataFrame]:
+        return pd.DataFrame  # slices and arithmetic are plain frames
+
+    @property
+    def iterations(self) -> list[dict[str, Any]]:
+        n = self.attrs.get("n", 1)
+        out = []
+        for row in self.to_dict("records"):
+            rec = {
+                "num": int(row.get("iterations", 0)),
+                "loss": float(row["primal"]) * n if pd.notna(row.get("primal")) else math.nan,
+                "time": row.get("time_s"),
+                "scores": {
+                    k: row[k] for k in ("test_error", "chunk_f1") if k in row and pd.notna(row[k])
+                },
+                **row,
+            }
+            out.append(rec)
+        if out:
+            out[-1].update(self.attrs.get("final", {}))
+        return out
+
+    @property
+    def last_iteration(self) -> dict[str, Any]:
+        its = self.iterations
+        if not its:
+            raise ValueError("the training log is empty")
+        return its[-1]
+
+
+def _json_label(label: Any) -> Any:
+    """A label as stored in the model file (ints and strings survive save/load)."""
+    if isinstance(label, (bool, np.bool_)):
+        return None
+    if isinstance(label, (int, np.integer)):
+        return int(label)
+    return label if isinstance(label, str) else None
+
+
+class CRF(_Base):
+    """Linear-chain CRF trained by any crfopt optimizer: a scikit-learn estimator.
+
+    Accepts sklearn-crfsuite's arguments with their meaning where crfopt has the
+    concept, and refuses the others with an error naming the argument (the full table is
+    in docs/sklearn_crfsuite.md). The constructor stores its arguments unchanged; they
+    are checked in :meth:`fit`, so ``clone``, ``get_params``/``set_params`` and the
+    model-selection tools of scikit-learn work as with any estimator.
 
     Parameters
     ----------
-    optimizer : str
-        A registered variant, e.g. ``"sdca-gap"`` (default), ``"lbfgs"``, ``"sag-nus-star"``.
+    optimizer : str, optional
+        A registered crfopt variant (``"sdca-gap"``, ``"lbfgs"``, ``"sag-nus-star"``…).
+        Default: the one ``algorithm`` maps to, else ``"sdca-gap"``.
+    algorithm : {"lbfgs", "l2sgd"}, optional
+        sklearn-crfsuite's name: ``"lbfgs"`` → ``lbfgs``, ``"l2sgd"`` → ``sg``;
+        ``"ap"``, ``"pa"``, ``"arow"`` are refused (no objective to optimize).
+    c1 : float, optional
+        CRFsuite's ℓ1 coefficient: only ``None`` or 0 (ℓ1/elastic-net training is not
+        available yet).
+    c2 : float, optional
+        CRFsuite's ℓ2 coefficient, λ = 2·c2/n (CRFsuite minimizes Σℓᵢ + c2‖w‖²).
+        Give at most one of ``lam``, ``c2``; default λ = 1/n (c2 = 0.5).
+    max_iterations : int, optional
+        CRFsuite's iteration limit, replacing ``max_passes``: L-BFGS iterations for
+        ``lbfgs``, epochs (effective passes) for every other optimizer.
+    all_possible_transitions, all_possible_states : bool, optional
+        crfopt's feature map always has every (label, label) transition and every
+        (attribute, label) pair: ``None`` or ``True``; ``False`` is refused.
+    epsilon : float, optional
+        The stopping tolerance, meaning crfopt's: stop once the duality gap is
+        ≤ ``epsilon``·P(0) (same as ``target_gap``, which it replaces).
+    verbose : bool
+        Print one line per checkpoint (turns monitoring on).
     max_passes : float
         Budget in effective passes.
     target_gap : float, optional
-        Stop at the first checkpoint whose true duality gap is ≤ ``target_gap`` · P(0),
-        i.e. relative to the objective at w = 0, P(0) = (N/n) log K (methods with a
-        dual). The same meaning as ``crfopt train --target-gap``: both train through
-        :func:`crfopt.apps.train.train`.
+        Stop at the first checkpoint whose duality gap is ≤ ``target_gap``·P(0), P(0) =
+        (N/n) log K (the same meaning as ``crfopt train --target-gap``).
     lam : float, optional
-        ℓ2 regularization λ of P(w) = λ/2 ‖w‖² + (1/n) Σ ℓ_i(w); default 1/n.
-    c2 : float, optional
-        CRFsuite's c2 instead of λ (λ = 2 c2 / n); give at most one of ``lam``, ``c2``.
+        ℓ2 regularization λ of P(w) = λ/2 ‖w‖² + (1/n) Σ ℓᵢ(w).
     bias : bool
         Include the per-label bias block (count, first, last).
     seed : int
@@ -123,96 +270,217 @@ class CRF:
         Overrides of the optimizer's parameters.
     plugin_dirs : sequence of str
         Where to find third-party optimizers.
+    checkpoints : str or list of float, optional
+        When the state is evaluated (:class:`crfopt.Schedule`). Default: monitoring off
+        (no metrics; the gap checked every 5 passes when a target is set, else only at
+        the start and the end), or the runner's ``"default"`` schedule with every metric
+        when ``verbose`` or ``X_dev`` turns monitoring on.
 
     Attributes
     ----------
-    classes_ : list of str
+    classes_ : list
+        The labels as given in ``y`` (integers stay integers).
     attributes_ : list of str
-    model_ : crfopt.apps.model.Model
-    training_log_ : pandas.DataFrame
-        The runner's trace (primal, duality gap, counters… per checkpoint).
+    model_ : crfopt.Model
+    training_log_ : TrainingLog
+        The trace (a DataFrame: primal, duality gap, counters… per checkpoint) with
+        ``.iterations`` and ``.last_iteration``.
+    state_features_, transition_features_ : collections.Counter
+        Non-zero weights keyed ``(attribute, label)`` and ``(label_from, label_to)``.
+    num_attributes_, size_ : int
+        Number of attributes; bytes of the saved model file.
+
+    Notes
+    -----
+    scikit-learn's ``check_estimator`` checks that feed 2-D numeric arrays (fit/predict
+    shapes, dtypes, NaN handling, sample weights, ``n_features_in_``, pickling a fitted
+    model trained on such arrays…) cannot apply: the input is a list of sequences of
+    feature dicts, the target a list of label sequences. The checks of the estimator
+    protocol itself pass (tests/test_sklearn_api.py lists both sets).
     """
 
     def __init__(
         self,
-        optimizer: str = "sdca-gap",
+        optimizer: str | None = None,
+        *,
+        algorithm: str | None = None,
+        c1: float | None = None,
+        c2: float | None = None,
+        max_iterations: int | None = None,
+        all_possible_transitions: bool | None = None,
+        all_possible_states: bool | None = None,
+        epsilon: float | None = None,
+        verbose: bool = False,
         max_passes: float = 50.0,
         target_gap: float | None = 1e-6,
         lam: float | None = None,
-        c2: float | None = None,
         bias: bool = True,
         seed: int = 0,
         optimizer_params: Mapping[str, Any] | None = None,
         plugin_dirs: Sequence[str] = (),
+        checkpoints: str | Sequence[float] | None = None,
     ) -> None:
         self.optimizer = optimizer
+        self.algorithm = algorithm
+        self.c1 = c1
+        self.c2 = c2
+        self.max_iterations = max_iterations
+        self.all_possible_transitions = all_possible_transitions
+        self.all_possible_states = all_possible_states
+        self.epsilon = epsilon
+        self.verbose = verbose
         self.max_passes = max_passes
         self.target_gap = target_gap
         self.lam = lam
-        self.c2 = c2
         self.bias = bias
         self.seed = seed
         self.optimizer_params = optimizer_params
         self.plugin_dirs = plugin_dirs
+        self.checkpoints = checkpoints
 
-    # scikit-learn's estimator protocol, without depending on scikit-learn
-    def get_params(self, deep: bool = True) -> dict[str, Any]:
-        return {
-            k: getattr(self, k)
-            for k in (
-                "optimizer",
-                "max_passes",
-                "target_gap",
-                "lam",
-                "c2",
-                "bias",
-                "seed",
-                "optimizer_params",
-                "plugin_dirs",
-            )
-        }
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        # sequences of feature dicts in, sequences of labels out: not a 2-D array
+        tags.input_tags.two_d_array = False
+        tags.input_tags.dict = True
+        tags.input_tags.string = True
+        tags.target_tags.required = True
+        tags.no_validation = True  # X is validated by fit itself, not check_array
+        return tags
 
-    def set_params(self, **params: Any) -> CRF:
-        valid = self.get_params()
-        for k, v in params.items():
-            if k not in valid:
-                raise ValueError(f"invalid parameter {k!r}; valid: {', '.join(sorted(valid))}")
-            setattr(self, k, v)
-        return self
+    # ------------------------------------------------------------- validation
+    def _resolve_optimizer(self) -> str:
+        mapped = None
+        if self.algorithm is not None:
+            if self.algorithm in UNSUPPORTED_ALGORITHMS:
+                raise ValueError(
+                    f"algorithm={self.algorithm!r} (CRFsuite's averaged perceptron / passive "
+                    "aggressive / AROW) has no counterpart in crfopt; supported values: "
+                    f"{', '.join(map(repr, ALGORITHMS))} (or any crfopt variant via optimizer=)"
+                )
+            if self.algorithm not in ALGORITHMS:
+                raise ValueError(
+                    f"algorithm={self.algorithm!r} is not a CRFsuite training algorithm "
+                    f"crfopt supports; supported values: {', '.join(map(repr, ALGORITHMS))}"
+                )
+            mapped = ALGORITHMS[self.algorithm]
+        if self.optimizer is not None:
+            if mapped is not None and mapped != self.optimizer:
+                raise ValueError(
+                    f"algorithm={self.algorithm!r} means optimizer {mapped!r}, but "
+                    f"optimizer={self.optimizer!r} was given: give one of them"
+                )
+            return self.optimizer
+        return mapped or "sdca-gap"
 
-    def fit(self, X: Sequence[Sequence[Any]], y: Sequence[Sequence[str]]) -> CRF:
-        """Train on sentences X (lists of feature dicts) with label sequences y.
+    def _check_params(self) -> None:
+        if self.c1 is not None:
+            if not (isinstance(self.c1, (int, float)) and self.c1 >= 0):
+                raise ValueError(f"c1 must be a non-negative number, got {self.c1!r}")
+            if self.c1 > 0:
+                raise ValueError(
+                    f"c1={self.c1!r}: ℓ1 / elastic-net training (CRFsuite's c1) is not "
+                    "available in crfopt yet; use c1=0 or None (ℓ2 only, through c2 or lam)"
+                )
+        if self.c2 is not None and not (isinstance(self.c2, (int, float)) and self.c2 > 0):
+            raise ValueError(f"c2 must be a positive number, got {self.c2!r}")
+        if self.lam is not None and self.c2 is not None:
+            raise ValueError("give lam or c2, not both")
+        for name in ("all_possible_transitions", "all_possible_states"):
+            value = getattr(self, name)
+            if value is False:
+                what = "(label, label) transition" if "trans" in name else "(attribute, label)"
+                raise ValueError(
+                    f"{name}=False is not supported: crfopt's feature map always has every "
+                    f"{what} feature; use True or None"
+                )
+            if value not in (None, True):
+                raise ValueError(f"{name} must be None or True, got {value!r}")
+        if self.max_iterations is not None and not (
+            isinstance(self.max_iterations, (int, np.integer))
+            and not isinstance(self.max_iterations, bool)
+            and self.max_iterations > 0
+        ):
+            raise ValueError(f"max_iterations must be a positive int, got {self.max_iterations!r}")
+        if self.epsilon is not None:
+            if not (isinstance(self.epsilon, (int, float)) and self.epsilon > 0):
+                raise ValueError(f"epsilon must be a positive number, got {self.epsilon!r}")
+            default = inspect.signature(type(self).__init__).parameters["target_gap"].default
+            if self.target_gap not in (default, self.epsilon):
+                raise ValueError(
+                    f"epsilon={self.epsilon!r} and target_gap={self.target_gap!r} are the "
+                    "same stopping tolerance: give one of them"
+                )
 
-        Raises ``crfopt.apps.train.TrainingError`` (a ``RuntimeError``) when the run
-        fails or diverges.
+    # ------------------------------------------------------------- training
+    def fit(
+        self,
+        X: Iterable[Iterable[Any]],
+        y: Iterable[Iterable[Any]],
+        X_dev: Iterable[Iterable[Any]] | None = None,
+        y_dev: Iterable[Iterable[Any]] | None = None,
+    ) -> CRF:
+        """Train on sentences ``X`` (lists of feature dicts) with label sequences ``y``.
+
+        ``X_dev``/``y_dev``: a development set scored at every checkpoint (columns
+        ``test_error`` and, for BIO labels, ``chunk_f1`` of ``training_log_``). Any
+        iterable is accepted (generators are read once). Raises
+        ``crfopt.apps.train.TrainingError`` (a ``RuntimeError``) when the run fails.
         """
         from crfopt.apps.train import train
         from crfopt.optim.registry import get_registry
 
+        self._check_params()
+        optimizer = self._resolve_optimizer()
+        X, y = _sentences(X), _sentences(y, "y")
+        if (X_dev is None) != (y_dev is None):
+            raise ValueError("give both X_dev and y_dev, or neither")
         if len(X) != len(y):
             raise ValueError(f"X has {len(X)} sentences but y has {len(y)}")
         if len(X) == 0:
             raise ValueError("no training sentences")
-        if self.lam is not None and self.c2 is not None:
-            raise ValueError("give lam or c2, not both")
+        for i, (sent, seq) in enumerate(zip(X, y)):
+            if len(seq) != len(sent):
+                raise ValueError(f"sentence {i} has {len(sent)} tokens but {len(seq)} labels")
+        classes = _sorted_labels({lab for seq in y for lab in seq})
+        names = [str(lab) for lab in classes]
+        if len(set(names)) != len(names):
+            raise ValueError(
+                f"labels {classes!r} are not distinct as strings (e.g. 1 and '1'): the "
+                "model names each label by its string"
+            )
+        label_id = {lab: k for k, lab in enumerate(classes)}
         vocab = Vocabulary()
         lengths, indptr, indices, values, _ = _encode(X, vocab)
-        labels = sorted({str(label) for seq in y for label in seq})
-        label_id = {lab: k for k, lab in enumerate(labels)}
-        flat = []
-        for sent, seq in zip(X, y):
-            if len(seq) != len(sent):
-                raise ValueError(f"a sentence has {len(sent)} tokens but {len(seq)} labels")
-            flat.extend(label_id[str(lab)] for lab in seq)
+        flat = [label_id[lab] for seq in y for lab in seq]
+        attributes: list[str] = [""] * len(vocab)
+        for name, j in vocab.items():
+            attributes[j] = name
+
+        dev = None
+        if X_dev is not None:
+            Xd, yd = _sentences(X_dev, "X_dev"), _sentences(y_dev, "y_dev")
+            if len(Xd) != len(yd):
+                raise ValueError(f"X_dev has {len(Xd)} sentences but y_dev has {len(yd)}")
+            frozen = Vocabulary(attributes, frozen=True)
+            d_len, d_ptr, d_idx, d_val, _ = _encode(Xd, frozen)
+            # a dev label never seen in training is -1: always counted wrong
+            d_lab = [label_id.get(lab, -1) for seq in yd for lab in seq]
+            if len(d_lab) != int(d_len.sum()):
+                raise ValueError("X_dev and y_dev differ in the length of some sentence")
+            dev = Sequences(
+                lengths=d_len,
+                labels=np.asarray(d_lab, dtype=np.int64),
+                indptr=d_ptr,
+                indices=d_idx,
+                values=d_val,
+            )
         n = len(X)
         lam = (
             self.lam
             if self.lam is not None
             else (2.0 * self.c2 / n if self.c2 is not None else 1.0 / n)
         )
-        attributes = [None] * len(vocab)
-        for name, j in vocab.items():
-            attributes[j] = name
         problem = CRFProblem(
             Sequences(
                 lengths=lengths,
@@ -221,57 +489,195 @@ class CRF:
                 indices=indices,
                 values=values,
             ),
-            n_labels=len(labels),
+            n_labels=len(classes),
             n_attributes=len(vocab),
             lam=lam,
+            test=dev,
             bias=self.bias,
-            label_names=labels,
+            label_names=names,
             attribute_names=attributes,
             name="estimator",
         )
+        target = self.epsilon if self.epsilon is not None else self.target_gap
+        passes: float | None = self.max_passes
+        iterations = None
+        if self.max_iterations is not None:  # CRFsuite's limit replaces max_passes
+            if optimizer == "lbfgs":
+                passes, iterations = None, int(self.max_iterations)
+            else:
+                passes = float(self.max_iterations)
+        monitoring = bool(self.verbose) or dev is not None
+        if self.checkpoints is not None:
+            checkpoints: str | Sequence[float] = self.checkpoints
+        elif monitoring:
+            checkpoints = "default"
+        elif target is not None:
+            checkpoints = f"every:{UNMONITORED_EVERY:g}"
+        else:
+            checkpoints = [0.0]  # the start and the state the budget ends at
         trained = train(
             problem,
-            self.optimizer,
-            passes=self.max_passes,
-            target_gap=self.target_gap,
+            optimizer,
+            passes=passes,
+            iterations=iterations,
+            target_gap=target,
             seed=self.seed,
             params=self.optimizer_params,
             registry=get_registry(self.plugin_dirs),
+            on_checkpoint=self._print_checkpoint if self.verbose else None,
+            checkpoints=checkpoints,
+            metrics=None if monitoring else [],
         )
-        self.classes_ = labels
+        labels_json = [_json_label(lab) for lab in classes]
+        if all(v is not None for v in labels_json) and any(not isinstance(v, str) for v in classes):
+            # save/load gives back integer labels as integers
+            trained.model.training["estimator_labels"] = labels_json
+        self.classes_ = classes
         self.attributes_ = attributes
-        self.training_log_ = trained.result.trace
         self.model_ = trained.model
+        log = TrainingLog(trained.result.trace)
+        w = trained.result.w
+        log.attrs["n"] = n
+        log.attrs["final"] = {
+            "feature_norm": float(np.linalg.norm(w)),
+            "active_features": int(np.count_nonzero(w)),
+        }
+        self.training_log_ = log
         return self
 
+    @staticmethod
+    def _print_checkpoint(row: Mapping[str, Any]) -> None:
+        parts = [
+            f"iter {int(row.get('iterations', 0)):>7}",
+            f"passes {float(row.get('effective_passes', 0.0)):8.2f}",
+        ]
+        for key, label in (("primal", "loss"), ("duality_gap", "gap"), ("test_error", "dev_err")):
+            value = row.get(key)
+            if value is not None and not (isinstance(value, float) and math.isnan(value)):
+                parts.append(f"{label} {float(value):.6g}")
+        print("  ".join(parts), file=sys.stdout, flush=True)
+
+    # ------------------------------------------------------------- inference
     def _check_fitted(self) -> Model:
         model = getattr(self, "model_", None)
         if model is None:
-            raise RuntimeError("this CRF is not fitted yet: call fit(X, y) first")
+            raise NotFittedError(
+                f"this {type(self).__name__} is not fitted yet: call fit(X, y) first"
+            )
         return model
 
-    def predict(self, X: Sequence[Sequence[Any]]) -> list[list[str]]:
-        """Most probable label sequence of every sentence (Viterbi)."""
+    def _labels(self) -> list[Any]:
+        return list(getattr(self, "classes_", None) or self._check_fitted().labels)
+
+    def _problem(self, X: Sequence[Sequence[Any]]) -> tuple[CRFProblem, np.ndarray]:
+        """``X`` as a problem over the model's dictionaries, and its token counts."""
         model = self._check_fitted()
         vocab = Vocabulary(model.attributes, frozen=True)
         lengths, indptr, indices, values, _ = _encode(X, vocab)
+        problem = CRFProblem(
+            Sequences(
+                lengths=lengths,
+                labels=np.zeros(int(lengths.sum()), dtype=np.int64),
+                indptr=indptr,
+                indices=indices,
+                values=values,
+            ),
+            n_labels=model.n_labels,
+            n_attributes=len(model.attributes),
+            bias=model.bias is not None,
+        )
+        return problem, lengths
+
+    def predict(self, X: Iterable[Iterable[Any]]) -> list[list[Any]]:
+        """Most probable label sequence of every sentence (Viterbi)."""
+        model = self._check_fitted()
+        X = _sentences(X)
+        if not X:
+            return []
+        vocab = Vocabulary(model.attributes, frozen=True)
+        lengths, indptr, indices, values, _ = _encode(X, vocab)
         ids = model.viterbi(indptr, indices, values, lengths)
+        labels = self._labels()
         out, pos = [], 0
         for T in lengths:
-            out.append([model.labels[k] for k in ids[pos : pos + T]])
+            out.append([labels[k] for k in ids[pos : pos + T]])
             pos += int(T)
         return out
 
-    def predict_single(self, xseq: Sequence[Any]) -> list[str]:
+    def predict_single(self, xseq: Iterable[Any]) -> list[Any]:
+        """The Viterbi labels of one sentence."""
         return self.predict([xseq])[0]
 
-    def score(self, X: Sequence[Sequence[Any]], y: Sequence[Sequence[str]]) -> float:
+    def predict_marginals(self, X: Iterable[Iterable[Any]]) -> list[list[dict[Any, float]]]:
+        """P(y_t = label | x) of every token: per sentence a list of {label: probability}."""
+        from crfopt.bench.evaluator import Evaluator
+
+        model = self._check_fitted()
+        X = _sentences(X)
+        if not X:
+            return []
+        problem, lengths = self._problem(X)
+        mu, _ = Evaluator(problem).model_marginals(model.weights_for(problem))
+        probs = np.exp(mu.log_nodes)
+        labels = self._labels()
+        out, pos = [], 0
+        for T in lengths:
+            out.append([dict(zip(labels, map(float, p))) for p in probs[pos : pos + T]])
+            pos += int(T)
+        return out
+
+    def predict_marginals_single(self, xseq: Iterable[Any]) -> list[dict[Any, float]]:
+        """:meth:`predict_marginals` of one sentence."""
+        return self.predict_marginals([xseq])[0]
+
+    def score(self, X: Iterable[Iterable[Any]], y: Iterable[Iterable[Any]]) -> float:
         """Per-token accuracy."""
+        y = _sentences(y, "y")
         pred = self.predict(X)
         total = sum(len(s) for s in y)
         right = sum(p == t for ps, ts in zip(pred, y) for p, t in zip(ps, ts))
         return right / total
 
+    # ------------------------------------------------------------- inspection
+    @property
+    def state_features_(self) -> Counter:
+        """Non-zero emission weights keyed ``(attribute, label)``, as sklearn-crfsuite's."""
+        model = self._check_fitted()
+        labels = self._labels()
+        k_idx, a_idx = np.nonzero(model.emission)
+        return Counter(
+            {
+                (model.attributes[a], labels[k]): float(model.emission[k, a])
+                for k, a in zip(k_idx.tolist(), a_idx.tolist())
+            }
+        )
+
+    @property
+    def transition_features_(self) -> Counter:
+        """Non-zero transition weights keyed ``(label_from, label_to)``."""
+        model = self._check_fitted()
+        labels = self._labels()
+        f_idx, t_idx = np.nonzero(model.transition)
+        return Counter(
+            {
+                (labels[a], labels[b]): float(model.transition[a, b])
+                for a, b in zip(f_idx.tolist(), t_idx.tolist())
+            }
+        )
+
+    @property
+    def num_attributes_(self) -> int:
+        """Number of attributes (distinct names seen in training)."""
+        return len(self._check_fitted().attributes)
+
+    @property
+    def size_(self) -> int:
+        """Bytes of the model file :meth:`save` writes."""
+        model = self._check_fitted()
+        with tempfile.TemporaryDirectory() as tmp:
+            return os.path.getsize(model.save(os.path.join(tmp, "m.crfopt")))
+
+    # ------------------------------------------------------------- files
     def save(self, path: str | os.PathLike[str]) -> None:
         self._check_fitted().save(path)
 
@@ -280,6 +686,18 @@ class CRF:
         model = Model.load(path)
         crf = cls(optimizer=model.training.get("optimizer", "sdca-gap"))
         crf.model_ = model
-        crf.classes_ = list(model.labels)
+        stored = model.training.get("estimator_labels")
+        if isinstance(stored, list) and [str(v) for v in stored] == list(model.labels):
+            crf.classes_ = list(stored)
+        else:
+            crf.classes_ = list(model.labels)
         crf.attributes_ = list(model.attributes)
         return crf
+
+
+def _sorted_labels(labels: set[Any]) -> list[Any]:
+    """Labels in their natural order when comparable (ints, strings), else by string."""
+    try:
+        return sorted(labels)
+    except TypeError:
+        return sorted(labels, key=lambda v: (type(v).__name__, str(v)))

@@ -11,7 +11,7 @@ absolute gap; this function converts.)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,9 @@ def train(
     params: Mapping[str, Any] | None = None,
     registry: Registry | None = None,
     on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+    iterations: int | None = None,
+    checkpoints: str | Sequence[float] = "default",
+    metrics: Sequence[Any] | None = None,
 ) -> Trained:
     """Train ``optimizer`` on ``problem`` and return the model with its run.
 
@@ -58,6 +61,12 @@ def train(
         the module docstring); only methods with a dual reach it.
     params : mapping, optional
         Overrides of the optimizer's parameters.
+    iterations : int, optional
+        Budget in the optimizer's iterations as well (whichever limit comes first);
+        :class:`crfopt.CRF` maps CRFsuite's ``max_iterations`` of L-BFGS to it.
+    checkpoints, metrics :
+        As in :func:`crfopt.run`: when the state is evaluated (the target is checked
+        only there) and which metric columns are computed (``[]``: none).
 
     Raises
     ------
@@ -76,7 +85,7 @@ def train(
     if problem.label_names:  # refused before training, not after: the model could not hold them
         check_label_names(problem.label_names, "the problem's labels")
     absolute = None if target_gap is None else float(target_gap) * problem.primal_at_zero()
-    budget = Budget(passes=passes, target_gap=absolute)
+    budget = Budget(passes=passes, iterations=iterations, target_gap=absolute)
     result = run(
         problem,
         optimizer,
@@ -85,6 +94,8 @@ def train(
         budget=budget,
         registry=registry,
         on_checkpoint=on_checkpoint,
+        checkpoints=checkpoints,
+        metrics=metrics,
     )
     if result.status in ("failed", "diverged", "skipped") or result.w is None:
         why = result.meta.get("error_summary") or "non-finite weights"
