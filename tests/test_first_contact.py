@@ -568,3 +568,47 @@ def test_report_warns_when_the_seconds_axis_mixes_backends_or_threads(serial_run
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "synthetic: the seconds axis mixes backends" in proc.stderr
+
+
+# ------------------------------------------------------ README: the first five minutes
+
+
+def _five_minutes_section() -> str:
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    start = text.index("## First five minutes")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end >= 0 else len(text)]
+
+
+def test_readme_first_five_minutes_runs_to_the_report(tmp_path, monkeypatch):
+    """The section's commands, run as tests/test_docs.py runs every README block (OCR
+    replaced by a tiny generated corpus, passes capped), end in the report it promises;
+    the headline comparison is the one the section names."""
+    import shlex
+
+    from test_docs import commands_of, fenced_blocks, runnable
+
+    import crfopt
+
+    section = _five_minutes_section()
+    assert "crfopt compare --problem ocr --optimizers sdca-gap,sag-nus,oeg" in section
+    blocks = [
+        code
+        for _, code, kind, _ in fenced_blocks("README.md", ("bash",))
+        if code in section and kind is None
+    ]
+    commands = [args for code in blocks for args in commands_of(code)]
+    assert [a[:2] for a in commands] == [["crfopt", "info"], ["crfopt", "compare"],
+                                         ["crfopt", "report"]]  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    builtin = set(crfopt.get_registry().problems) - {"synthetic"}
+    for args in commands:
+        argv, _ = runnable(args[1:], tmp_path, builtin)
+        res = CliRunner().invoke(main, argv)
+        assert res.exit_code == 0, f"crfopt {shlex.join(argv)}\n{res.output}"
+    report = tmp_path / "report" / "ocr"
+    assert (report / "report.html").is_file() and (report / "summary.md").is_file()
+    assert "report/ocr/report.html" in section  # where the section tells the reader to look
+    table = crfopt.read_results(tmp_path / "results" / "ocr")
+    assert set(table["optimizer"]) == {"sdca-gap", "sag-nus", "oeg"}
