@@ -612,3 +612,36 @@ def test_readme_first_five_minutes_runs_to_the_report(tmp_path, monkeypatch):
     assert "report/ocr/report.html" in section  # where the section tells the reader to look
     table = crfopt.read_results(tmp_path / "results" / "ocr")
     assert set(table["optimizer"]) == {"sdca-gap", "sag-nus", "oeg"}
+
+
+def test_a_run_is_named_when_it_starts_not_at_its_first_checkpoint(tmp_path, monkeypatch):
+    """A run's setup (SDCA's dual initialization, a first compile: minutes on OCR) comes
+    before its first checkpoint; the display names the run when it starts."""
+    import crfopt
+    from crfopt.apps.cli.compare import RichReporter
+
+    events = []
+
+    class Recorder(RichReporter):
+        def started(self, task, meta):
+            events.append(("start", task.run_id))
+            super().started(task, meta)
+            events.append(("shown", self.progress.tasks[-1].description))
+
+        def checkpoint(self, task, row):
+            events.append(("checkpoint", task.run_id))
+            super().checkpoint(task, row)
+
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    with Recorder(quiet=False, budget_passes=1.0) as reporter:
+        crfopt.compare(
+            "synthetic", "sdca-gap,lbfgs", passes=1, optimum=False,
+            problem_params={"synthetic": {"n": 20}}, out=tmp_path / "r", reporter=reporter,
+        )  # fmt: skip
+    starts = [rid for kind, rid in events if kind == "start"]
+    assert len(starts) == 2
+    for rid in starts:
+        mine = [e for e in events if e[1] == rid]
+        assert mine[0][0] == "start"  # before any checkpoint of that run
+    shown = [text for kind, text in events if kind == "shown"]
+    assert all("(setup)" in t and "synthetic" in t for t in shown), shown

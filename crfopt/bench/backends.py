@@ -21,12 +21,16 @@ def run_serial(
     *,
     cache: ProblemCache | None = None,
     on_checkpoint: OnCheckpoint | None = None,
+    on_start: OnCheckpoint | None = None,
 ) -> Summaries:
-    """One run after the other in this process, sharing ``cache`` (and live progress)."""
+    """One run after the other in this process, sharing ``cache`` (and live progress:
+    ``on_start(task, meta)`` before a run's setup, which may compile or initialize a dual
+    for a while, then ``on_checkpoint(task, row)``)."""
     cache = cache if cache is not None else ProblemCache()
     for t in tasks:
         cb = (lambda row, t=t: on_checkpoint(t, row)) if on_checkpoint else None
-        yield execute_task(t, cb, cache=cache, backend="serial")
+        started = (lambda meta, t=t: on_start(t, meta)) if on_start else None
+        yield execute_task(t, cb, started, cache=cache, backend="serial")
 
 
 def _single_threaded(tasks: Sequence[RunTask]) -> list[RunTask]:
@@ -133,11 +137,13 @@ def run_tasks(
     scheduler: str | None = None,
     cache: ProblemCache | None = None,
     on_checkpoint: OnCheckpoint | None = None,
+    on_start: OnCheckpoint | None = None,
 ) -> Summaries:
-    """Execute ``tasks`` on ``backend``; live checkpoints only in the serial backend."""
+    """Execute ``tasks`` on ``backend``; live starts and checkpoints only in the serial
+    backend."""
     check_backend(backend)
     if backend == "serial":
-        return run_serial(tasks, cache=cache, on_checkpoint=on_checkpoint)
+        return run_serial(tasks, cache=cache, on_checkpoint=on_checkpoint, on_start=on_start)
     workers = n_jobs or min(len(tasks), os.cpu_count() or 1)
     if backend == "joblib":
         return run_joblib(tasks, n_jobs=workers)

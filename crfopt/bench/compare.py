@@ -218,9 +218,19 @@ def compare(
     if timeout is not None:
         pending = [t.with_(timeout=float(timeout)) for t in pending]
     if pending:
-        on_cp = getattr(reporter, "checkpoint", None) if backend == "serial" else None
+        serial = backend == "serial"
+        on_cp = getattr(reporter, "checkpoint", None) if serial else None
+        # a run's setup (a dual initialization, a first compile) can take minutes before
+        # its first checkpoint: a reporter with started() names the run as it begins
+        on_start = getattr(reporter, "started", None) if serial else None
         summaries = run_tasks(
-            backend, pending, n_jobs=n_jobs, scheduler=scheduler, cache=cache, on_checkpoint=on_cp
+            backend,
+            pending,
+            n_jobs=n_jobs,
+            scheduler=scheduler,
+            cache=cache,
+            on_checkpoint=on_cp,
+            on_start=on_start,
         )
         try:
             for summary in summaries:

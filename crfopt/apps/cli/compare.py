@@ -72,6 +72,15 @@ class RichReporter:
         )
         self.grid_task = self.progress.add_task("grid", total=len(plan.pending))
 
+    def started(self, task: Any, meta: dict[str, Any]) -> None:
+        """A run begins: its bar shows now, not at its first checkpoint (its setup, a
+        dual initialization or a first compile, can take minutes)."""
+        if self.run_task is not None:
+            self.progress.remove_task(self.run_task)
+        label = escape(f"{task.label} (setup)")
+        self.run_task = self.progress.add_task(label, total=self.budget_passes or 1.0)
+        self.current = task.run_id
+
     def checkpoint(self, task: Any, row: dict[str, Any]) -> None:
         total = self.budget_passes or 1.0
         if self.current != task.run_id:
