@@ -59,6 +59,8 @@ COLUMNS: dict[str, str] = {
     "primal": "Float64",
     "suboptimality": "Float64",
     "dual": "Float64",
+    # a true gap P(w) - D(dual point) >= P(w) - P*; the dual point differs by method (SDCA
+    # and OEG: their own μ; primal methods: ν(w), gap ‖∇P(w)‖²/(2λ)): docs/algorithms.md §1.4
     "duality_gap": "Float64",
     "gap_estimate": "Float64",
     "train_error": "Float64",
