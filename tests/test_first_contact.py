@@ -645,3 +645,21 @@ def test_a_run_is_named_when_it_starts_not_at_its_first_checkpoint(tmp_path, mon
         assert mine[0][0] == "start"  # before any checkpoint of that run
     shown = [text for kind, text in events if kind == "shown"]
     assert all("(setup)" in t and "synthetic" in t for t in shown), shown
+
+
+def test_compare_summary_says_where_the_duality_gap_is_explained(tmp_path, monkeypatch):
+    """A primal method's gap (‖∇P‖²/(2λ)) looks like a bug next to its sub-optimality
+    unless the table says which dual point it uses."""
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    res = CliRunner().invoke(
+        main,
+        ["compare", "--problem", "synthetic", "--set", "synthetic.n=20", "--optimizers",
+         "lbfgs", "--passes", "1", "--no-optimum", "--out", str(tmp_path / "r"), "--quiet"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "duality gap: P(w) - D at each method's own dual point" in text
+    assert "docs/algorithms.md §1.4" in text
+    assert (Path(__file__).resolve().parents[1] / "docs" / "algorithms.md").read_text(
+        encoding="utf-8"
+    ).count("### 1.4 Duality gaps and the dual point each gap uses") == 1

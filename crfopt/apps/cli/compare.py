@@ -117,7 +117,9 @@ def summary_table(table: Any) -> Table:
 
     out = Table(
         title="comparison summary (last checkpoint of every run)",
-        caption="passes, oracle calls, time: the iterations; init: the optimizer's setup() work",
+        caption="passes, oracle calls, time: the iterations; init: the optimizer's setup() work; "
+        "duality gap: P(w) - D at each method's own dual point (primal methods: "
+        "|∇P(w)|²/(2λ), large next to P(w) - P*), docs/algorithms.md §1.4",
     )
     cols = {
         "problem": "problem",
