@@ -76,6 +76,15 @@ def test_report_writes_and_links_the_interactive_page(report):
     assert "(interactive.html)" in report.markdown.read_text(encoding="utf-8")
 
 
+def test_the_page_keeps_the_report_title(report, results, tmp_path):
+    """The heading is the report's title (no figure's title leaks into it)."""
+    data = page_data(report.interactive.read_text(encoding="utf-8"))
+    assert data["title"] == "crfopt comparison report"
+    assert "<h1>crfopt comparison report</h1>" in report.html.read_text(encoding="utf-8")
+    mine = make_report(results, tmp_path, formats=("png",), title="Sweep & co")
+    assert page_data(mine.interactive.read_text(encoding="utf-8"))["title"] == "Sweep & co"
+
+
 def test_page_needs_no_network(report):
     from plotly.offline import get_plotlyjs
 

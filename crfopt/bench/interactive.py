@@ -4,17 +4,19 @@
 :func:`write_interactive`, called by :func:`crfopt.bench.report.make_report`). The reader
 picks the problem, the x axis (oracle calls, parameter updates, effective passes,
 seconds), the y quantity (relative sub-optimality, duality gap, gap estimate, test
-error) and log/linear scales, and toggles optimizers (checkboxes or a click on the
-legend). Hovering a run's point shows its run id, seed, status and parameters.
+error, and every metric plugin's column) and log/linear scales, and toggles optimizers
+(checkboxes or a click on the legend). Hovering a run's point shows its run id, seed,
+status and parameters.
 
 The page draws what the static figures draw, from the same frame
 (:func:`crfopt.bench.report.plot_frame`): the same axes with the same init-offset rule
 (passes, oracle calls and seconds include ``setup()`` work when ``init_offset``; a ◇ marks
-where a shifted curve starts), per optimizer the median over seeds with the min–max band
-on the counted axes and every run alone on the seconds axis (runs share no time stamps),
-the colours of :func:`crfopt.bench.analysis.line_styles`, and points ≤ 0 left off a log
-axis (counted in a note under the plot). Gaps and the gap estimate are divided by P(0),
-as in the static gap figure.
+where a shifted curve starts, on the seconds axis where each run starts), per optimizer
+the median over seeds with the min–max band on the counted axes and every run alone on
+the seconds axis (runs share no time stamps), the colours of
+:func:`crfopt.bench.analysis.line_styles`, and points ≤ 0 left off a log axis (counted in
+a note under the plot). Gaps and the gap estimate are divided by P(0), as in the static
+gap figure.
 
 Why plotly. Its Python wheel carries the whole plotly.js bundle, so the page inlines
 it and opens with no network; ``Plotly.react`` lets a short controller redraw any
@@ -207,7 +209,10 @@ _CONTROLLER = r"""
   function fmtParams(p) {
     var keys = Object.keys(p).sort();
     if (!keys.length) return "defaults";
-    return keys.map(function (k) { return k + "=" + JSON.stringify(p[k]); }).join(", ");
+    // a few per line: a variant's resolved parameters can be a dozen
+    return keys.map(function (k, i) {
+      return (i && i % 4 === 0 ? "<br>" : "") + k + "=" + JSON.stringify(p[k]);
+    }).join(", ");
   }
   function rgba(hex, a) {
     var n = parseInt(hex.slice(1), 16);
@@ -234,11 +239,18 @@ _CONTROLLER = r"""
         if (!xs.length) return;
         any = true;
         var alone = state.x === "time_s";
+        // runs share no time stamps: each run's own start after init work gets the ◇
+        var mark = alone && prob.starts[opt];
         out.push({
           type: "scatter", mode: alone ? "lines+markers" : "markers", x: xs, y: ys,
           name: opt, legendgroup: opt, showlegend: alone && legend, visible: shown,
           line: { color: style.color, dash: style.dash, width: 1.4 },
-          marker: { color: style.color, size: alone ? 5 : 6, opacity: alone ? 0.85 : 0.55 },
+          marker: {
+            color: style.color, opacity: alone ? 0.85 : 0.55,
+            symbol: cd.map(function (c) { return mark && c === 0 ? "diamond-open" : "circle"; }),
+            size: cd.map(function (c) { return mark && c === 0 ? 11 : alone ? 5 : 6; }),
+            line: { color: style.color, width: cd.map(function (c) { return mark && !c ? 2 : 0; }) }
+          },
           customdata: cd,
           meta: [run.run_id, run.seed === null ? "—" : run.seed, fmtParams(run.params),
                  run.status, opt],
@@ -275,7 +287,7 @@ _CONTROLLER = r"""
             "<br>y = %{y:.4g}<extra></extra>"
         });
       }
-      var start = (prob.starts[opt] || {})[state.x];
+      var start = state.x !== "time_s" && (prob.starts[opt] || {})[state.x];
       start = start && start[state.y];
       if (start && start[1] !== null && keep(start[0], start[1])) {
         out.push({

@@ -423,12 +423,13 @@ def make_report(
                 final = pdf.sort_values("checkpoint").groupby("run_id")[col].last()
                 if final.notna().any() and final.max() > 0:
                     panels[0].set_ylim(0.8 * float(final.min()), min(1.0, 3.0 * float(final.max())))
-            title = "test error" if col == "test_error" else label
-            fig.suptitle(f"{problem}: {title}{_picks(chosen, problem)}", fontsize=11)
+            # not `title`: that is the report's own, used for the heading below
+            shown = "test error" if col == "test_error" else label
+            fig.suptitle(f"{problem}: {shown}{_picks(chosen, problem)}", fontsize=11)
             stem = f"{problem}-test-error" if col == "test_error" else f"{problem}-{col}"
             report.figures += _save(fig, out_dir, stem, formats)
             parts.append(
-                f'<img alt="{html.escape(title)}" src="data:image/png;base64,{_png_b64(fig)}">'
+                f'<img alt="{html.escape(shown)}" src="data:image/png;base64,{_png_b64(fig)}">'
             )
             plt.close(fig)
         sections.append("\n".join(parts))
