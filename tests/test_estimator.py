@@ -138,7 +138,7 @@ def test_errors():
         crfopt.CRF().fit(X, [s[:-1] if len(s) > 1 else [*s, "LOW"] for s in y])
     with pytest.raises(NotFittedError, match="not fitted"):
         crfopt.CRF().predict(X)
-    with pytest.raises(ValueError, match="(?i)invalid parameter"):
+    with pytest.raises(ValueError, match=r"(?i)invalid parameter"):
         crfopt.CRF().set_params(learning_rate=1)
     with pytest.raises(ValueError, match="lam or c2"):
         crfopt.CRF(lam=0.1, c2=1.0).fit(X, y)

@@ -77,11 +77,11 @@ def test_estimator_encoding_grows_then_drops():
     v = Vocabulary()
     X = [[{"w": "the", "len": 3}, {"w": "cat", "up": True}]]
     lengths, indptr, indices, values, dropped = _encode(X, v)
-    assert v.names == ["w=the", "len", "w=cat", "up"]
+    assert v.names == ["w:the", "len", "w:cat", "up"]
     assert lengths.tolist() == [2] and indptr.tolist() == [0, 2, 4]
     assert indices.tolist() == [0, 1, 2, 3] and values.tolist() == [1.0, 3.0, 1.0, 1.0]
     assert dropped == 0
     v.freeze()
     _, indptr, indices, values, dropped = _encode([[{"w": "dog", "len": 3}]], v)
     assert indptr.tolist() == [0, 1] and indices.tolist() == [1] and values.tolist() == [3.0]
-    assert dropped == 1 and v.names == ["w=the", "len", "w=cat", "up"]
+    assert dropped == 1 and v.names == ["w:the", "len", "w:cat", "up"]

@@ -9,7 +9,7 @@ Users of sklearn-crfsuite switch with one line::
     crf.fit(X_train, y_train)          # X: list of sentences, each a list of feature dicts
     y_pred = crf.predict(X_test)       # list of lists of labels
 
-The mapping of sklearn-crfsuite's arguments is in docs/sklearn_crfsuite.md.
+The mapping of sklearn-crfsuite's arguments is in docs/api/estimator.md.
 
 Feature dicts follow python-crfsuite's ``ItemSequence`` rules exactly (the attribute
 names are the same, so ``state_features_`` keys match sklearn-crfsuite's):
@@ -70,7 +70,7 @@ except ImportError:  # pragma: no cover - exercised only where scikit-learn is a
             return self
 
 
-#: sklearn-crfsuite's ``algorithm`` → crfopt's optimizer (docs/sklearn_crfsuite.md).
+#: sklearn-crfsuite's ``algorithm`` → crfopt's optimizer (docs/api/estimator.md).
 #: CRFsuite's l2sgd is SGD with the decaying step 1/(λ(t₀ + t)); crfopt's ``sg`` is the
 #: same method (η₀/(1 + λη₀t)), so the name keeps its meaning; the faster stochastic
 #: methods (sag-nus-star, sdca-gap) are given by ``optimizer``.
@@ -227,7 +227,7 @@ class CRF(_Base):
 
     Accepts sklearn-crfsuite's arguments with their meaning where crfopt has the
     concept, and refuses the others with an error naming the argument (the full table is
-    in docs/sklearn_crfsuite.md). The constructor stores its arguments unchanged; they
+    in docs/api/estimator.md). The constructor stores its arguments unchanged; they
     are checked in :meth:`fit`, so ``clone``, ``get_params``/``set_params`` and the
     model-selection tools of scikit-learn work as with any estimator.
 
