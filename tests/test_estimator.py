@@ -235,3 +235,43 @@ def test_train_and_fit_stop_at_the_same_relative_gap(tmp_path, monkeypatch):
     assert cli["effective_passes"] == pytest.approx(fit["effective_passes"], rel=1e-12)
     assert cli["duality_gap"] == pytest.approx(fit["duality_gap"], rel=1e-6)
     assert cli["primal"] == pytest.approx(fit["primal"], rel=1e-9)
+
+
+def test_without_scikit_learn():
+    """scikit-learn is optional: without it CRF keeps get_params/set_params over every
+    constructor argument and a NotFittedError that is a ValueError and AttributeError
+    (as scikit-learn's), and trains as usual."""
+    import inspect
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import sys
+sys.modules["sklearn"] = None  # import sklearn now raises ImportError
+import inspect
+from crfopt.apps.estimator import CRF, NotFittedError
+assert "sklearn" not in str(CRF.__mro__)
+crf = CRF(c2=0.5, max_passes=3, target_gap=None)
+names = sorted(p for p in inspect.signature(CRF.__init__).parameters if p != "self")
+assert sorted(crf.get_params()) == names, crf.get_params()
+assert crf.set_params(seed=3).seed == 3
+try:
+    crf.set_params(learning_rate=1)
+except ValueError as exc:
+    assert "valid parameters" in str(exc)
+else:
+    raise AssertionError("set_params accepted an unknown name")
+try:
+    crf.predict([[{"w": "a"}]])
+except NotFittedError as exc:
+    assert isinstance(exc, ValueError) and isinstance(exc, AttributeError)
+X = [[{"w": "a"}, {"w": "b"}], [{"w": "b"}]]
+assert crf.fit(X, [[1, 2], [2]]).predict(X) == [[1, 2], [2]]
+print("ok")
+"""
+    env = {**os.environ, "CRFOPT_DISABLE_JIT": "1"}  # the NumPy kernels: no compile
+    res = subprocess.run(
+        [sys.executable, "-c", inspect.cleandoc(code)], capture_output=True, text=True, env=env
+    )
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
