@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import pickle
 from collections import Counter
 
 import numpy as np
@@ -116,6 +117,10 @@ def test_clone_of_fitted_is_unfitted():
     X, y = _corpus(n=20)
     crf = crfopt.CRF(c2=0.3, algorithm="lbfgs", max_iterations=5).fit(X, y)
     check_is_fitted(crf)
+    # joblib (n_jobs) and users pickle fitted estimators: the copy predicts the same
+    copy = pickle.loads(pickle.dumps(crf))
+    assert copy.predict(X) == crf.predict(X)
+    assert copy.training_log_.last_iteration == crf.training_log_.last_iteration
     again = clone(crf)
     assert again.get_params() == crf.get_params()
     with pytest.raises(NotFittedError):
