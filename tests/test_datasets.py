@@ -131,9 +131,12 @@ class _Served(tuple):
 
 
 @pytest.fixture
-def server(tmp_path):
+def server(tmp_path, monkeypatch):
     """A local HTTP server on tmp_path/www (no test touches the network); ``server.requests``
-    lists the paths asked for, so a test can show that nothing was downloaded."""
+    lists the paths asked for, so a test can show that nothing was downloaded. Downloads
+    are allowed (conftest turns them off for every other test); a test that wants them
+    off sets CRFOPT_OFFLINE itself."""
+    monkeypatch.delenv("CRFOPT_OFFLINE", raising=False)
     root = tmp_path / "www"
     root.mkdir()
     requests: list[str] = []

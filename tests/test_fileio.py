@@ -75,6 +75,7 @@ def test_downloaded_data_files_use_the_umask(tmp_path, monkeypatch, umask):
 
     monkeypatch.setattr(pooch, "retrieve", fake_retrieve)
     monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("CRFOPT_OFFLINE", raising=False)  # the download is faked above
     df = DataFile("x.txt", "demo", sha256=hashlib.sha256(content).hexdigest(), url="http://x")
     target = fetch(df)
     assert target.read_bytes() == content
