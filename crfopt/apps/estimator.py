@@ -574,18 +574,7 @@ class CRF(_Base):
         model = self._check_fitted()
         vocab = Vocabulary(model.attributes, frozen=True)
         lengths, indptr, indices, values, _ = _encode(X, vocab)
-        problem = CRFProblem(
-            Sequences(
-                lengths=lengths,
-                labels=np.zeros(int(lengths.sum()), dtype=np.int64),
-                indptr=indptr,
-                indices=indices,
-                values=values,
-            ),
-            n_labels=model.n_labels,
-            n_attributes=len(model.attributes),
-            bias=model.bias is not None,
-        )
+        problem = model.problem_for(indptr, indices, values, lengths)
         return problem, lengths
 
     def predict(self, X: Iterable[Iterable[Any]]) -> list[list[Any]]:

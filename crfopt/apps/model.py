@@ -442,16 +442,16 @@ class Model:
         """The flat weight vector of a problem built with this model's dictionaries."""
         return problem.pack(self.emission, self.bias, self.transition)
 
-    def viterbi(
+    def problem_for(
         self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, lengths: np.ndarray
-    ) -> np.ndarray:
-        """Viterbi labels (ids) of sequences given as a CSR over their tokens."""
-        from crfopt.bench.evaluator import Evaluator
+    ) -> Any:
+        """Sequences given as a CSR over their tokens (attribute ids of this model's
+        dictionary) as a problem with this model's sizes; labels are placeholders (0)."""
         from crfopt.core.problem import CRFProblem
         from crfopt.kernels.arrays import Sequences
 
         N = int(np.sum(lengths))
-        problem = CRFProblem(
+        return CRFProblem(
             Sequences(
                 lengths=lengths,
                 labels=np.zeros(N, dtype=np.int64),
@@ -463,4 +463,12 @@ class Model:
             n_attributes=len(self.attributes),
             bias=self.bias is not None,
         )
+
+    def viterbi(
+        self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, lengths: np.ndarray
+    ) -> np.ndarray:
+        """Viterbi labels (ids) of sequences given as a CSR over their tokens."""
+        from crfopt.bench.evaluator import Evaluator
+
+        problem = self.problem_for(indptr, indices, values, lengths)
         return Evaluator(problem).predict(self.weights_for(problem), "train")
