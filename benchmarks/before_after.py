@@ -167,6 +167,31 @@ def _trees(args: argparse.Namespace) -> Iterator[dict[str, Path]]:
             shutil.rmtree(base, ignore_errors=True)
 
 
+def measure(args: argparse.Namespace) -> dict[str, list[dict]]:
+    """One child process per tree and round (old and new alternating): ``{"old": [...],
+    "new": [...]}``, each entry the child's figures per region (``full_pass`` and each
+    optimizer name: seconds, or instructions under callgrind). Used by this script's
+    ``main`` and by benchmarks/performance.py. ``args`` holds ``ref``, ``new``, ``problem``,
+    ``optimizers`` (comma-separated), ``rounds``, ``epochs``, ``callgrind`` and ``keep``.
+    """
+    runs: dict[str, list[dict]] = {"old": [], "new": []}
+    with _trees(args) as folders:
+        for r in range(args.rounds):
+            for label in ("old", "new"):
+                runs[label].append(_run(folders[label], args))
+                print(f"round {r + 1}/{args.rounds}: {label} done", file=sys.stderr)
+    for label, label_runs in runs.items():
+        for run in label_runs:
+            if f"path-{label}" not in run["crfopt"]:
+                raise SystemExit(f"the {label} process imported another crfopt: {run['crfopt']}")
+    return runs
+
+
+def least(runs: dict[str, list[dict]], label: str, name: str) -> float:
+    """The least figure of region ``name`` over every round of tree ``label``."""
+    return min(min(r[name]) for r in runs[label])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ref", required=True, help="the earlier commit to compare with")
@@ -185,30 +210,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.epochs is None:
         args.epochs = 1 if args.callgrind else 3
     names = args.optimizers.split(",")
-    runs: dict[str, list[dict]] = {"old": [], "new": []}
-    with _trees(args) as folders:
-        for r in range(args.rounds):
-            for label in ("old", "new"):
-                runs[label].append(_run(folders[label], args))
-                print(f"round {r + 1}/{args.rounds}: {label} done", file=sys.stderr)
-    for label, label_runs in runs.items():
-        for run in label_runs:
-            if f"path-{label}" not in run["crfopt"]:
-                raise SystemExit(f"the {label} process imported another crfopt: {run['crfopt']}")
-
-    def least(label: str, name: str) -> float:
-        return min(min(r[name]) for r in runs[label])
-
+    runs = measure(args)
     unit = "instructions (callgrind)" if args.callgrind else "CPU seconds, one thread"
     print(f"\n{args.problem}: old = {args.ref}, new = {args.new or 'the working tree'}; {unit}\n")
     print("| | old | new | new/old | old, full passes | new, full passes |")
     print("|---|---|---|---|---|---|")
-    fp = {label: least(label, "full_pass") for label in runs}
+    fp = {label: least(runs, label, "full_pass") for label in runs}
     print(
         f"| full pass | {fp['old']:.4g} | {fp['new']:.4g} | {fp['new'] / fp['old']:.3f} | 1 | 1 |"
     )
     for name in names:
-        old, new = least("old", name), least("new", name)
+        old, new = least(runs, "old", name), least(runs, "new", name)
         print(
             f"| {name} epoch | {old:.4g} | {new:.4g} | {new / old:.3f} "
             f"| {old / fp['old']:.2f} | {new / fp['new']:.2f} |"
