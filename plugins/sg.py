@@ -15,6 +15,14 @@ per iteration, and every iteration costs O(T a K + K²) on sparse data:
   so m missed iterations are applied at once as (1 + λ η_j)^(-m) when the row is next
   read (exact).
 
+* ``sg-nus``: SG with SBA15's non-uniform sampling (SBA15 §5 and fn. 10;
+  docs/algorithms.md §3.11): half the draws uniform over all n, half ∝ L_i over the
+  examples seen so far (the ``weighted`` sampler of SAG-NUS*, ρ = 0.5), L_i from the
+  Lipschitz line search with SAG-NUS*'s rules (first visit ``first_visit``·L̄, revisit
+  ``revisit``·L_i before the search; no skipping), and the importance-weighted step
+  w ← (1 − η_tλ) w − η_t ∇ℓ_i(w) / (n p_i), p_i the probability i was drawn with, so the
+  direction stays an unbiased estimate of ∇(1/n Σ_i ℓ_i) as in Needell et al. (2014).
+
 The step constant is chosen post hoc from a grid (SBA15 lets the baselines "cheat"):
 run ``crfopt compare --optimizers "sg[step_size=1],sg[step_size=0.1],sg[step_size=0.01]"``
 and keep the best training objective.
@@ -60,6 +68,36 @@ class Options(NamedTuple):
     eps: float  # AdaGrad's ε
 
 
+class NUSState(NamedTuple):
+    """sg-nus: per-example Lipschitz estimates and what the sampler was told."""
+
+    Li: np.ndarray  # (n,) L_i of the examples seen (L₀ until then)
+    seen: np.ndarray  # (n,) int8
+    L_sum: np.ndarray  # (1,) Σ_seen L_i
+    m: np.ndarray  # (1,) examples seen
+    visits: np.ndarray  # (n,) draws of each example (a diagnostic: sampling frequencies)
+
+
+class NUSWork(NamedTuple):
+    """sg-nus: scratch of the Lipschitz line search (pieces.lipschitz_backtrack)."""
+
+    th_g: np.ndarray  # (T_max, K) scores θ(g) of the direction
+    trial: np.ndarray  # (T_max, K)
+    trial_t: np.ndarray  # (K, K)
+
+
+class NUSOptions(NamedTuple):
+    L0: float  # initial_lipschitz: L̄ before any example is seen
+    first_visit: float
+    revisit: float
+    max_doublings: int
+    unbiased: bool  # weight ∇ℓ_i by 1/(n p_i)
+
+
+# a line search runs only when ‖∇ℓ_i‖² exceeds this (the SAG family's rule, §3.4)
+_GN2_MIN = 1e-8
+
+
 def make_work(max_len: int, max_support: int, K: int) -> Work:
     tk, kk = (max_len, K), (K, K)
     return Work(
@@ -70,11 +108,13 @@ def make_work(max_len: int, max_support: int, K: int) -> Work:
 
 @jit(inline=True)
 def _gradient(data, counters, st, wk, i):
-    """One counted oracle call at w = s·u; ∇ℓ_i into wk.g_loc / wk.g_trans."""
+    """One counted oracle call at w = s·u; ∇ℓ_i into wk.g_loc / wk.g_trans, θ(w) left in
+    wk.unary / wk.trans. Returns (ℓ_i(w), ‖∇ℓ_i‖²) (sg-nus' line search needs them)."""
     unary, trans, nodes, esum = wk.unary, wk.trans, wk.nodes, wk.esum
     T = pieces.scaled_scores(data, i, st.u, st.s[0], unary, trans)
-    kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum)
-    pieces.local_gradient(data, i, nodes, esum, wk.weights, wk.truth, wk.g_loc, wk.g_trans)
+    _, f = kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum)
+    gn2 = pieces.local_gradient(data, i, nodes, esum, wk.weights, wk.truth, wk.g_loc, wk.g_trans)
+    return f, gn2
 
 
 @jit(inline=True)
@@ -88,15 +128,17 @@ def _asg_close(data, st, i, C):
 
 
 @jit(inline=True)
-def _sg_update(data, st, wk, i, eta, lam):
-    """w ← (1 − ηλ) w − η ∇ℓ_i(w) as s ← (1 − ηλ)s, u ← u − (η/s) ∇ℓ_i on x_i's rows."""
+def _sg_update(data, st, wk, i, eta, lam, weight):
+    """w ← (1 − ηλ) w − η·weight·∇ℓ_i(w) as s ← (1 − ηλ)s, u ← u − (η·weight/s) ∇ℓ_i on
+    x_i's rows (weight = 1 but for sg-nus' importance weight 1/(n p_i); the ℓ2 term is
+    exact, not sampled, so it is never weighted)."""
     u, g_loc, g_trans = st.u, wk.g_loc, wk.g_trans
     K = data.n_labels
     t_off = data.n_attributes * K
     support = data.support
     lo, hi = kernels.support_bounds(data, i)
     s_new = st.s[0] * (1.0 - eta * lam)
-    coef = eta / s_new
+    coef = eta * weight / s_new
     for j in range(hi - lo):
         base = support[lo + j] * K
         for k in range(K):
@@ -137,8 +179,63 @@ def _sg_block(data, counters, st, wk, sst, u_rand, k_iters, opts, average):
         eta = eta0 if opts.constant else eta0 / (1.0 + lam * eta0 * t[0])
         if average:  # close the rows about to change with their old values
             _asg_close(data, st, i, st.C[0])
-        _sg_update(data, st, wk, i, eta, lam)
+        _sg_update(data, st, wk, i, eta, lam, 1.0)
         _fold_scale(st, data.n_attributes, data.n_labels, average)
+        t[0] += 1.0
+        counters[kernels.ITERATIONS] += 1
+        counters[kernels.UPDATES] += 1
+    return k_iters
+
+
+@jit(inline=True)
+def _nus_lipschitz(data, counters, wk, lw, nst, i, f, gn2, nopts):
+    """L_i by SAG-NUS*'s rules without skipping (SBA15 §5; docs/algorithms.md §3.6):
+    first visit from first_visit·L̄ (L₀ before any), revisit from revisit·L_i, then the
+    line search ℓ_i(w − g/L) ≤ ℓ_i(w) − ‖g‖²/(2L) when ‖g‖² > 1e-8. Keeps Σ_seen L_i."""
+    Lis, seen, L_sum, m = nst.Li, nst.seen, nst.L_sum, nst.m
+    was_seen = seen[i] != 0
+    if was_seen:
+        Li = nopts.revisit * Lis[i]
+    else:
+        Li = nopts.first_visit * (L_sum[0] / m[0] if m[0] > 0.0 else nopts.L0)
+    if gn2 > _GN2_MIN:
+        th_g = lw.th_g
+        kernels.local_scores(data, i, wk.g_loc, th_g)
+        Li, _ = pieces.lipschitz_backtrack(
+            data, counters, i, f, gn2, Li, wk.unary, wk.trans, th_g, wk.g_trans, lw.trial,
+            lw.trial_t, nopts.max_doublings,
+        )  # fmt: skip
+    if was_seen:
+        L_sum[0] += Li - Lis[i]
+    else:
+        seen[i] = 1
+        m[0] += 1.0
+        L_sum[0] += Li
+    Lis[i] = Li
+    return Li
+
+
+@jit
+def _sg_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts, nst, lw, nopts):
+    """SG-NUS (docs/algorithms.md §3.11): SG's step on ∇ℓ_i/(n p_i), i drawn half
+    uniformly, half ∝ L_i over the seen examples."""
+    lam, eta0 = opts.lam, opts.eta0
+    n = data.offsets.shape[0] - 1
+    t = st.t
+    visits = nst.visits
+    for it in range(k_iters):
+        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        # the probability i was drawn with, before this visit changes L_i: the weighted
+        # gradient is unbiased only with the draw-time p_i (as SAGA-NUS, §3.7)
+        p_i = samplers.sampler_probability(sst, i)
+        visits[i] += 1.0
+        f, gn2 = _gradient(data, counters, st, wk, i)
+        Li = _nus_lipschitz(data, counters, wk, lw, nst, i, f, gn2, nopts)
+        samplers.sampler_set_weight(sst, i, Li)
+        eta = eta0 if opts.constant else eta0 / (1.0 + lam * eta0 * t[0])
+        weight = 1.0 / (n * p_i) if nopts.unbiased else 1.0
+        _sg_update(data, st, wk, i, eta, lam, weight)
+        _fold_scale(st, data.n_attributes, data.n_labels, False)
         t[0] += 1.0
         counters[kernels.ITERATIONS] += 1
         counters[kernels.UPDATES] += 1
@@ -226,6 +323,25 @@ _PARAMS = {
         choices=("decaying", "constant"),
     ),
     "epsilon": crfopt.Param(1e-8, float, "AdaGrad's ε (§3.10 [choice])", low=0.0),
+    # sg-nus: SBA15's NUS scheme, the SAG-NUS* defaults (plugins/sag.py, §3.6)
+    "non_uniformity": crfopt.Param(
+        0.5, float, "ρ: share of draws ∝ L_i over the seen examples (SBA15 §5)", low=0.0, high=1.0
+    ),
+    "first_visit": crfopt.Param(
+        0.5, float, "first visit searches from first_visit·L̄ (§3.6 [recon])", low=0.0
+    ),
+    "revisit": crfopt.Param(
+        0.9, float, "a revisit searches from revisit·L_i (§3.6 [recon])", low=0.0
+    ),
+    "initial_lipschitz": crfopt.Param(
+        1.0, float, "L₀: the first example's search starts at first_visit·L₀", low=0.0
+    ),
+    "max_doublings": crfopt.Param(
+        60, int, "line-search doublings before giving up (a failed run, not a hang)", low=1
+    ),
+    "unbiased": crfopt.Param(
+        True, bool, "weight ∇ℓ_i by 1/(n p_i) (unbiased); false: the raw biased step"
+    ),
 }
 
 
@@ -312,10 +428,66 @@ class AdaGrad(_SGBase):
         return _adagrad_block(*self._args(k), self._opts)
 
 
+class SGNUS(SG):
+    """SG-NUS: SG with SBA15's non-uniform sampling ∝ L_i and the unbiased step (§3.11)."""
+
+    parameters = {
+        k: _PARAMS[k]
+        for k in (
+            "step_size",
+            "schedule",
+            "non_uniformity",
+            "first_visit",
+            "revisit",
+            "initial_lipschitz",
+            "max_doublings",
+            "unbiased",
+        )
+    }
+    capabilities = frozenset({"stochastic", "line_search"})
+    # one oracle call per iteration, plus the line search's counted forward calls
+    cost = crfopt.Cost(oracle_calls=(1, 1), forward_calls=(0, None), updates=(1, 1))
+
+    def setup(self) -> None:
+        super().setup()
+        p = self.problem
+        prm = self.params
+        L0 = float(prm["initial_lipschitz"])
+        if not L0 > 0.0:
+            raise crfopt.ParameterError(f"sg-nus: initial_lipschitz must be > 0 (got {L0})")
+        self._nus = NUSState(
+            Li=np.full(p.n, L0),
+            seen=np.zeros(p.n, dtype=np.int8),
+            L_sum=np.zeros(1),
+            m=np.zeros(1),
+            visits=np.zeros(p.n),
+        )
+        K, T = p.n_labels, int(p.data.max_len)
+        self._nus_work = NUSWork(np.empty((T, K)), np.empty((T, K)), np.empty((K, K)))
+        self._nus_opts = NUSOptions(
+            L0=L0,
+            first_visit=float(prm["first_visit"]),
+            revisit=float(prm["revisit"]),
+            max_doublings=int(prm["max_doublings"]),
+            unbiased=bool(prm["unbiased"]),
+        )
+        # SAG-NUS*'s sampler: uniform w.p. 1 − ρ, else ∝ L_i over the seen (unseen: 0)
+        self._sampler = crfopt.Sampler(
+            "weighted", p.n, self.rng, non_uniformity=float(prm["non_uniformity"])
+        )
+
+    def run_block(self, k: int) -> int:
+        return _sg_nus_block(*self._args(k), self._opts, self._nus, self._nus_work, self._nus_opts)
+
+
 _VARIANTS = {
     "sg": (SG, "stochastic gradient, step η₀/(1 + λη₀t) (Pegasos-like), uniform sampling"),
     "asg": (ASG, "averaged stochastic gradient: the running average of the SG iterates"),
     "adagrad": (AdaGrad, "AdaGrad with a proximal ℓ2 step (Duchi et al. 2011)"),
+    "sg-nus": (
+        SGNUS,
+        "SG with SBA15's non-uniform sampling ∝ L_i (ρ = 0.5) and the unbiased 1/(n p_i) step",
+    ),
 }
 
 
@@ -323,7 +495,12 @@ _VARIANTS = {
 def crfopt_register_optimizers() -> list[crfopt.OptimizerSpec]:
     return [
         crfopt.OptimizerSpec(
-            name, cls, summary=summary, reference="SBA15 §6; docs/algorithms.md §3.10"
+            name,
+            cls,
+            summary=summary,
+            reference="SBA15 §5, fn. 10; docs/algorithms.md §3.11"
+            if name == "sg-nus"
+            else "SBA15 §6; docs/algorithms.md §3.10",
         )
         for name, (cls, summary) in _VARIANTS.items()
     ]

@@ -47,6 +47,7 @@ TRAJECTORY_METHODS = frozenset({"sg", "asg", "adagrad"})
 #   oeg*     accept a trial iff the dual gain >= 0 (a tie seen on the dense problem);
 #   sag*     Lipschitz line search f(w - g/L) <= f - |g|²/(2L) and `|g|² > 1e-8`;
 #            sag-nus*/saga-nus also skip searches after `doublings == 0` and sample ∝ L_i;
+#   sg-nus   the same Lipschitz line search, and samples ∝ the L_i it finds;
 #   sdca*    Newton line search on γ, the gap stopping test, and gap-driven sampling
 #            (sdca-max takes an argmax of gaps);
 #   lbfgs    scipy's line search compares function values that agree to 1e-16 once
@@ -69,6 +70,7 @@ REPLAY_METHODS = frozenset(
         "sdca-importance",
         "sdca-max",
         "sdca-perm",
+        "sg-nus",
     }
 )
 
