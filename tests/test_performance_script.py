@@ -1,0 +1,283 @@
+"""benchmarks/performance.py: its report writer on a small fake result (so the format of
+reports/performance.md cannot rot), its options, the run of the reference sdca4crf from
+a temporary copy, and the cache of CRFsuite's results."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def perf():
+    """benchmarks/performance.py as a module, leaving sys.path as it was (it puts
+    benchmarks/ first, whose conftest.py must not shadow the tests' own)."""
+    saved = list(sys.path)
+    spec = importlib.util.spec_from_file_location(
+        "crfopt_performance_script", ROOT / "benchmarks" / "performance.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = saved
+    return module
+
+
+def crfsuite_entry(objective: float, seconds: float, cached: bool, machine: str) -> dict:
+    return {
+        "objective": objective,
+        "iterations": 200,
+        "train_s": seconds,
+        "measured_at": "2026-11-20 10:00 UTC",
+        "machine": machine,
+        "cached": cached,
+    }
+
+
+def run(optimizer_s: float, passes: float, reached: bool = True) -> dict:
+    return {"reached": reached, "optimizer_s": optimizer_s, "passes": passes, "primal": 1.0}
+
+
+def fake_result(machine: str) -> dict:
+    """Every section, with figures whose ratios are known: the report must show them."""
+    return {
+        "date": "2026-11-23 12:00 UTC",
+        "machine": machine,
+        "crfopt": "9.9",
+        "numba": "0.0",
+        "crfsuite": "0.9.10",
+        "epochs": {
+            "ref": "2fe8d3c",
+            "unit": "CPU seconds, one thread",
+            "problems": {
+                "ocr": {
+                    "full_pass": {"before": 0.1, "after": 0.08},
+                    "sdca-gap": {"before_passes": 10.95, "after_passes": 3.5},
+                    "oeg": {"before_passes": 8.51, "after_passes": 4.25},
+                    "sag-nus-star": {"before_passes": 3.64, "after_passes": 2.0},
+                },
+                "conll2000": {
+                    "full_pass": {"before": 1.6, "after": 1.5},
+                    "sdca-gap": {"before_passes": 7.59, "after_passes": 2.9},
+                    "oeg": {"before_passes": 4.49, "after_passes": 2.5},
+                    "sag-nus-star": {"before_passes": 2.09, "after_passes": 1.7},
+                },
+            },
+        },
+        "threads": {
+            "problems": {
+                "ocr": {"one_thread_s": 0.090, "two_threads_s": 0.050, "speedup": 1.8},
+                "conll2000": {"one_thread_s": 1.5, "two_threads_s": 1.0, "speedup": 1.5},
+            }
+        },
+        "P2": {
+            "crfopt_epoch_s": 0.25,
+            "sdca4crf": {"iterations_per_s": 463.0, "iterations_timed": 5000, "epoch_s": 13.5},
+            "speedup": 54.0,
+            "numpy_iterations_per_s": 2500.0,
+            "numpy_epoch_s": 2.5,
+            "numpy_speedup": 10.0,
+        },
+        "P3": {
+            "problems": {
+                "ocr": {
+                    "crfsuite": crfsuite_entry(2.44, 40.0, True, "another box"),
+                    "crfopt_p_star": 2.4399148,
+                    "threads": {
+                        "1": {
+                            "runs": {"sdca-gap": run(2.0, 6.5), "oeg": run(3.0, 9.0, False)},
+                            "fastest": "sdca-gap",
+                            "ratio": 0.05,
+                        },
+                        "2": {"runs": {"oeg": run(9.0, 60.0, False)}, "fastest": None},
+                    },
+                },
+                "conll2000": {
+                    "crfsuite": crfsuite_entry(0.8587, 350.0, False, machine),
+                    "crfopt_p_star": None,
+                    "threads": {
+                        "1": {
+                            "runs": {"sag-nus-star": run(70.0, 12.0)},
+                            "fastest": "sag-nus-star",
+                            "ratio": 0.2,
+                        }
+                    },
+                },
+            }
+        },
+        "startup": {
+            "groups": {
+                "start-up vs python -c pass": {
+                    "python -c pass": 0.02,
+                    "crfopt --help": 0.31,
+                    "crfopt list (listing cache)": 0.62,
+                }
+            }
+        },
+    }
+
+
+def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
+    res = fake_result("this box")
+    (tmp_path / "performance_notes.md").write_text("## Reading\n\nThe notes.\n")
+    out = tmp_path / "performance.md"
+    perf.write_report(res, out)
+    text = out.read_text(encoding="utf-8")
+    lines = text.splitlines()
+
+    def row(*parts: str) -> str:
+        found = [ln for ln in lines if all(p in ln for p in parts)]
+        assert len(found) == 1, (parts, found)
+        return found[0]
+
+    # P2 against sdca4crf: 13.5 s / 0.25 s = 54× ≥ 50×; the NumPy row beside it
+    assert "54.0× faster" in row("| P2 |", "sdca4crf") and row("| P2 |").endswith("| met |")
+    assert "463 it/s over 5000 iterations" in row("| P2 |")
+    assert "10.0× faster" in row("| P2b |")
+    # P3: one row per problem and thread count; 0.05 met, 0.2 missed, none reached
+    assert row("| P3 |", "OCR, 1 thread:", "sdca-gap").endswith("0.050 | ≤ 0.1 | met |")
+    assert row("| P3 |", "OCR, 2 threads:").endswith("| **missed** |")
+    assert "none reached" in row("| P3 |", "OCR, 2 threads:")
+    assert row("| P3 |", "CoNLL-2000, 1 thread:").endswith("0.200 | ≤ 0.1 | **missed** |")
+    # the epoch table, before → after in full passes, against issue 19's targets
+    assert (
+        row("| `sdca-gap` |")
+        == "| `sdca-gap` | 10.95 → **3.50** ✓ | 7.59 → **2.90** ✓ | ≤ 4 / ≤ 3 |"
+    )
+    assert row("| `sag-nus-star` |").split(" | ")[2] == "2.09 → **1.70** ✗"
+    assert "`2fe8d3c`" in text
+    # the batch oracle on 2 threads: 1.8× met, 1.5× missed
+    assert row("| OCR | 90.0 ms | 50.0 ms |").endswith("1.80× | ≥ 1.7× | met |")
+    assert row("| CoNLL-2000 | 1500.0 ms |").endswith("| **missed** |")
+    # time to target: where and when CRFsuite was measured, cached or not
+    assert "OCR: measured 2026-11-20 10:00 UTC on another machine (another box)" in text
+    assert "(cached from an earlier run)" in text and "(trained in this run)" in text
+    assert "(not reached)" in row("- OCR, 1 thread:")
+    # start-up against the 0.5 s target
+    assert row("| crfopt --help |").endswith("| met |")
+    assert row("| crfopt list (listing cache) |").endswith("| **missed** |")
+    # the notes beside the report are included, and the raw numbers round-trip
+    assert "The notes." in text
+    blocks = re.findall(r"### (\S+)\n\n```json\n(.*?)\n```", text, re.S)
+    assert {k for k, _ in blocks} == {"epochs", "threads", "P2", "P3", "startup"}
+    assert all(json.loads(body) == res[key] for key, body in blocks)
+    # every markdown table row has as many cells as its header
+    for block in re.split(r"\n\n", text):
+        rows = [ln for ln in block.splitlines() if ln.startswith("|")]
+        if rows:
+            assert {ln.count("|") for ln in rows} == {rows[0].count("|")}, block
+
+
+def test_skipped_sections_say_why(perf, tmp_path):
+    res = fake_result("this box")
+    res["P2"] = {"skipped": "sdca4crf not found at /nowhere (no main.py)"}
+    res["threads"] = {"skipped": "no 2-thread measurement"}
+    del res["P3"], res["epochs"]
+    out = tmp_path / "performance.md"
+    perf.write_report(res, out)
+    text = out.read_text(encoding="utf-8")
+    assert "P2: not measured — sdca4crf not found at /nowhere (no main.py)." in text
+    assert "The 2-thread ratios: not measured — no 2-thread measurement." in text
+    assert "| P2 |" not in text and "Epochs in full passes" not in text
+
+
+def test_help_documents_every_option_and_section(perf, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        perf.parse_args(["--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    for option in (
+        "--only",
+        "--problems",
+        "--out",
+        "--ref",
+        "--rounds",
+        "--callgrind",
+        "--keep",
+        "--sdca4crf",
+        "--optimizers",
+        "--threads",
+        "--passes",
+        "--retrain-crfsuite",
+    ):
+        assert option in text
+    for section in perf.SECTIONS:
+        assert re.search(rf"^\* {re.escape(section)}\s", text, re.M), section
+    assert "Runtime" in text
+    args = perf.parse_args(["--only", "P3", "--problems", "ocr", "ner-nl"])
+    assert perf._problems(args, perf.P3_PROBLEMS) == ["ocr", "ner-nl"]
+    assert perf._problems(args, perf.EPOCH_PROBLEMS) == ["ocr"]
+    with pytest.raises(SystemExit):
+        perf.parse_args(["--only", "P9"])
+
+
+FAKE_SDCA4CRF = r"""
+import os, sys
+os.makedirs("logs/ocr", exist_ok=True)  # as sdca4crf does, beside itself
+print("Size of training set: sequences 6000 (nodes: 48000)")
+for step, t in ((1200, 100.0), (2400, 102.0), (3600, 104.5), (4800, 106.0), (6000, 108.0)):
+    print(f"TB {t:.3f} {step} iteration per second 600.0", file=sys.stderr)
+    print(f"TB {t:.3f} {step} log10 duality gap estimate -1.0", file=sys.stderr)
+"""
+
+
+def test_sdca4crf_runs_from_a_copy_and_its_log_gives_the_speed(perf, tmp_path):
+    source = tmp_path / "sdca4crf"
+    source.mkdir()
+    (source / "main.py").write_text(FAKE_SDCA4CRF)
+    (source / "COMMIT").write_text("abc\n")
+    for p in (source / "main.py", source / "COMMIT", source):  # read-only, as shared
+        p.chmod(p.stat().st_mode & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        got = perf.sdca4crf_speed(source)
+    finally:
+        source.chmod(source.stat().st_mode | stat.S_IWUSR)
+    assert sorted(p.name for p in source.iterdir()) == ["COMMIT", "main.py"]  # no logs here
+    # 4800 iterations between the first and last log line, 8 s apart
+    assert got["iterations_timed"] == 4800
+    assert got["iterations_per_s"] == pytest.approx(600.0)
+    assert got["epoch_s"] == pytest.approx(6000 / 600.0)
+    assert got["n"] == 6000 and got["commit"] == "abc"
+
+
+def test_sdca4crf_failure_names_the_code_and_its_error(perf, tmp_path):
+    source = tmp_path / "broken"
+    source.mkdir()
+    (source / "main.py").write_text("import no_such_module_here\n")
+    with pytest.raises(RuntimeError, match="no_such_module_here") as err:
+        perf.sdca4crf_speed(source)
+    assert str(source) in str(err.value)
+
+
+def test_crfsuite_objective_is_crfopts_and_cached(perf, tmp_path, monkeypatch):
+    pytest.importorskip("pycrfsuite")
+    import crfopt
+    from crfopt.bench.optimum import reference_optimum
+
+    monkeypatch.setenv("CRFOPT_CACHE", str(tmp_path / "cache"))
+    problem = crfopt.make_synthetic(n=60, labels=3, attributes=12, length=5, seed=3)
+    first = perf.crfsuite_reference(problem)
+    assert first["cached"] is False
+    # same features and λ (c2 = nλ/2): CRFsuite's converged objective is crfopt's P*
+    p_star = reference_optimum(problem).p_star
+    assert first["objective"] == pytest.approx(p_star, rel=1e-5)
+    assert first["objective"] >= p_star * (1 - 1e-12)
+    second = perf.crfsuite_reference(problem)
+    assert second["cached"] is True
+    assert {k: second[k] for k in first if k != "cached"} == {
+        k: first[k] for k in first if k != "cached"
+    }
+    assert second["fingerprint"] == problem.fingerprint
+    assert set(second["versions"]) >= {"python-crfsuite", "crfopt"}
+    assert perf.crfsuite_reference(problem, retrain=True)["cached"] is False
+    # another λ is another problem: not served from the first one's entry
+    assert perf.crfsuite_reference(problem.with_lam(problem.lam * 2))["cached"] is False
