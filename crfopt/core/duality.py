@@ -18,6 +18,12 @@ Two kinds live here, and the difference matters for fair comparisons:
   caught by the audit cell of the kernel data (``crfopt.testing``'s counting check).
   The problem's own ``primal``/``gradient``/``duality_gap`` add their charge to
   :func:`objective`.
+
+With an ℓ1 weight σ > 0 (the elastic net, docs/algorithms.md §1.9) the regularizer is
+g(w) = λ/2‖w‖² + σ‖w‖₁, whose conjugate is g*(z) = ‖S_σ(z)‖²/(2λ) with S_σ the soft
+threshold; so ŵ(μ) = S_σ(z(μ))/λ and D(μ) = (1/n)ΣH̃(μ_i) − ‖S_σ(z(μ))‖²/(2λ), with
+z(μ) = (1/n)(Σ F(x_i, y_i) − Σ E_{μ_i}F). σ = 0 takes the pure-ℓ2 code path unchanged
+(bit for bit: the seeded traces of tests/test_epoch_traces.py depend on it).
 """
 
 from __future__ import annotations
@@ -95,9 +101,21 @@ def expected_features(problem: CRFProblem, mu: DualMarginals) -> np.ndarray:
     return out
 
 
+def soft_threshold(z: np.ndarray, sigma: float) -> np.ndarray:
+    """S_σ(z) = sign(z) · max(|z| − σ, 0), entrywise (a new array)."""
+    return np.sign(z) * np.maximum(np.abs(z) - sigma, 0.0)
+
+
+def dual_direction(problem: CRFProblem, mu: DualMarginals) -> np.ndarray:
+    """z(μ) = (1/n)(Σ_i F(x_i, y_i) − Σ_i E_{μ_i}[F]); ŵ(μ) = S_σ(z)/λ."""
+    return (problem.truth_features - expected_features(problem, mu)) / problem.n
+
+
 def conjugate_weights(problem: CRFProblem, mu: DualMarginals) -> np.ndarray:
-    """ŵ(μ) = (1/λ)(F̄ - (1/n) Σ_i E_{μ_i}[F])  (LPL18 eq. 16)."""
-    return (problem.truth_features - expected_features(problem, mu)) / (problem.lam * problem.n)
+    """ŵ(μ) = S_σ(F̄ - (1/n) Σ_i E_{μ_i}[F]) / λ  (LPL18 eq. 16 when σ = 0)."""
+    if problem.l1 == 0:  # the ℓ2 expression as it always was (bit-identical traces)
+        return (problem.truth_features - expected_features(problem, mu)) / (problem.lam * problem.n)
+    return soft_threshold(dual_direction(problem, mu), problem.l1) / problem.lam
 
 
 def entropies(problem: CRFProblem, mu: DualMarginals) -> np.ndarray:
@@ -109,7 +127,10 @@ def entropies(problem: CRFProblem, mu: DualMarginals) -> np.ndarray:
 
 
 def dual(problem: CRFProblem, mu: DualMarginals) -> float:
-    """D(μ) = (1/n) Σ_i H̃(μ_i) - λ/2 ‖ŵ(μ)‖²  (LPL18 eqs. 3, 16, 18)."""
+    """D(μ) = (1/n) Σ_i H̃(μ_i) - λ/2 ‖ŵ(μ)‖²  (LPL18 eqs. 3, 16, 18).
+
+    With σ > 0, λ/2 ‖ŵ(μ)‖² = ‖S_σ(z(μ))‖²/(2λ) = g*(z(μ)): the same expression.
+    """
     w_hat = conjugate_weights(problem, mu)
     return float(entropies(problem, mu).mean() - 0.5 * problem.lam * float(w_hat @ w_hat))
 
@@ -118,13 +139,20 @@ def dual(problem: CRFProblem, mu: DualMarginals) -> float:
 def objective(
     problem: CRFProblem, w: np.ndarray, *, gradient: bool = False
 ) -> tuple[float, np.ndarray]:
-    """(P(w), ∇P(w)) by one full batch, counting nothing; the gradient is empty unless asked."""
+    """(P(w), ∇(L + λ/2‖·‖²)(w)) by one full batch, counting nothing.
+
+    The value includes σ‖w‖₁; the gradient (empty unless asked) is the smooth part's
+    only, ∇P(w) when σ = 0 (σ‖·‖₁ has no gradient; OWL-QN builds its pseudo-gradient
+    from this one, docs/algorithms.md §3.11).
+    """
     w = problem.layout.check(w)
     n = problem.n
     grad = np.empty(problem.dim) if gradient else np.empty(0)
     with batch_threads():
         total = _impl.batch_value_grad(problem.data, problem._get_transpose(), w, gradient, grad)
     value = 0.5 * problem.lam * float(w @ w) + total / n
+    if problem.l1:
+        value += problem.l1 * float(np.abs(w).sum())
     if gradient:
         grad -= problem.truth_features
         grad /= n
@@ -157,10 +185,37 @@ def example_gaps(problem: CRFProblem, mu: DualMarginals, w: np.ndarray | None = 
     return np.maximum(out, 0.0)
 
 
+def gap_from_gradient(problem: CRFProblem, w: np.ndarray, grad: np.ndarray) -> float:
+    """gap_P(w) = P(w) − D(ν(w)) from w and the smooth gradient at w (no inference).
+
+    With ∇L = grad − λw the loss gradient, ν(w) has z(ν(w)) = −∇L, and
+    (1/n)ΣH̃(ν_i(w)) = L(w) − ⟨w, ∇L⟩, so
+
+        gap_P(w) = ⟨w, ∇L⟩ + λ/2‖w‖² + σ‖w‖₁ + ‖S_σ(−∇L)‖²/(2λ).
+
+    Computed as the equal sum of non-negative terms (v = −∇L, clip to [−σ, σ])
+
+        ‖λw − S_σ(v)‖²/(2λ) + Σ_j (σ|w_j| − w_j · clip(v_j)),
+
+    which has no cancellation between large terms near the optimum (where the first
+    form loses the gap to rounding) and is never negative. The first term is
+    λ/2 ‖w − ŵ(ν(w))‖². σ = 0 gives ‖∇P(w)‖²/(2λ) (LPL18 eqs. 7–8), computed as always.
+    """
+    lam, sigma = problem.lam, problem.l1
+    if sigma == 0:
+        return float(grad @ grad) / (2.0 * lam)
+    v = lam * w - grad  # −∇L
+    r = lam * w - soft_threshold(v, sigma)
+    return float(r @ r) / (2.0 * lam) + float(
+        np.sum(sigma * np.abs(w) - w * np.clip(v, -sigma, sigma))
+    )
+
+
 def primal_gap(problem: CRFProblem, w: np.ndarray) -> float:
-    """gap_P(w) = ‖∇P(w)‖² / (2λ) = P(w) - D(ν(w))  (LPL18 eqs. 7–8), uncounted."""
+    """gap_P(w) = P(w) - D(ν(w)) (LPL18 eqs. 7–8; ‖∇P(w)‖² / (2λ) when σ = 0), uncounted."""
+    w = problem.layout.check(w)
     g = objective(problem, w, gradient=True)[1]
-    return float(g @ g) / (2.0 * problem.lam)
+    return gap_from_gradient(problem, w, g)
 
 
 def duality_gap(
@@ -168,8 +223,8 @@ def duality_gap(
 ) -> float:
     """True duality gap (uncounted).
 
-    With ``mu``: P(ŵ(μ)) - D(μ) = mean block gap (G3). With only ``w``: the primal gap
-    P(w) - D(ν(w)) = ‖∇P(w)‖² / (2λ) (G2).
+    With ``mu``: P(ŵ(μ)) - D(μ) (the mean block gap (G3) when σ = 0). With only ``w``:
+    the primal gap P(w) - D(ν(w)) (‖∇P(w)‖² / (2λ) when σ = 0, G2).
     """
     if mu is not None:
         w_hat = conjugate_weights(problem, mu)

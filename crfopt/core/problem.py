@@ -139,6 +139,14 @@ def _validated_lam(lam: Any) -> float:
     return float(lam)
 
 
+def _validated_l1(l1: Any) -> float:
+    """The one place σ (the ℓ1 weight) is checked: finite and ≥ 0 (0 = pure ℓ2)."""
+    ok = isinstance(l1, (int, float, np.integer, np.floating)) and not isinstance(l1, bool)
+    if not (ok and math.isfinite(l1) and l1 >= 0):
+        raise ValueError(f"l1 must be a finite number ≥ 0 (0 turns ℓ1 off), got {l1!r}")
+    return float(l1)
+
+
 def _hash_arrays(h: Any, *arrays: np.ndarray) -> None:
     for a in arrays:
         a = np.ascontiguousarray(a)
@@ -201,7 +209,7 @@ _FIELD_NAMES = {
 
 
 class ProblemChangedError(RuntimeError):
-    """A problem's data or λ no longer match what it was built with (a plugin wrote to it)."""
+    """A problem's data, λ or σ no longer match what it was built with (a plugin wrote to it)."""
 
 
 def decode(problem: CRFProblem, w: np.ndarray, split: str = "test") -> np.ndarray:
@@ -233,9 +241,10 @@ def _restore(
 
 
 class CRFProblem:
-    """An ℓ2-regularized linear-chain CRF training problem.
+    """An ℓ2- (or elastic-net-) regularized linear-chain CRF training problem.
 
-    P(w) = λ/2 ‖w‖² + (1/n) Σ_i [log Z_i(w) - s_w(x_i, y_i)]   (LPL18 eqs. 1–2)
+    P(w) = (1/n) Σ_i [log Z_i(w) - s_w(x_i, y_i)] + λ/2 ‖w‖² + σ ‖w‖₁
+    (LPL18 eqs. 1–2 for σ = 0; the elastic net of docs/algorithms.md §1.9 for σ > 0)
 
     Parameters
     ----------
@@ -247,6 +256,10 @@ class CRFProblem:
         A, the embedding size (bias attributes not included).
     lam : float, optional
         λ; default ``1/n`` (LPL18 §6.1, SBA15 §6).
+    l1 : float
+        σ, the ℓ1 weight over every weight (emission, bias and transition blocks, as
+        CRFsuite's c1: σ = c1/n); default 0 (pure ℓ2). Only optimizers that declare
+        ``"l1"`` in their ``regularizers`` accept σ > 0 (docs/plugins.md).
     test : Sequences, optional
         The held-out split evaluated as ``"test"``. Evaluation splits may
         carry label -1 for tokens whose label never occurs in training (always an error).
@@ -280,6 +293,7 @@ class CRFProblem:
         n_labels: int,
         n_attributes: int,
         lam: float | None = None,
+        l1: float = 0.0,
         test: Sequences | None = None,
         splits: Mapping[str, Sequences] | None = None,
         bias: bool = True,
@@ -308,6 +322,7 @@ class CRFProblem:
             data=data,
             splits=held_out,
             lam=1.0 / (len(data.offsets) - 1) if lam is None else lam,
+            l1=l1,
             truth=None,
             label_names=label_names,
             attribute_names=attribute_names,
@@ -322,6 +337,7 @@ class CRFProblem:
         data: KernelData,
         splits: dict[str, KernelData],
         lam: Any,
+        l1: Any,
         truth: np.ndarray | None,
         label_names: Any,
         attribute_names: Any,
@@ -329,7 +345,7 @@ class CRFProblem:
         metadata: Mapping[str, Any] | None,
     ) -> None:
         """Set every field once; both construction paths (and so pickling and
-        :meth:`with_lam`) end here, so the checks below are the only ones."""
+        :meth:`with_regularization`) end here, so the checks below are the only ones."""
         set_ = self._set_cache
         K, A = layout.n_labels, layout.n_attributes
         if int(data.n_attributes) != layout.n_kernel_attributes:
@@ -348,6 +364,7 @@ class CRFProblem:
         set_("_data", _sealed_data(data))
         set_("_splits", {k: _sealed_data(v) for k, v in splits.items()})
         set_("_lam", _validated_lam(lam))
+        set_("_l1", _validated_l1(l1))
         set_("_label_names", tuple(label_names) if label_names else None)
         set_("_attribute_names", tuple(attribute_names) if attribute_names else None)
         set_("_name", str(name))
@@ -422,6 +439,17 @@ class CRFProblem:
     def lam(self) -> float:
         """λ, the ℓ2 regularization."""
         return self._lam
+
+    @property
+    def l1(self) -> float:
+        """σ, the ℓ1 weight (0: pure ℓ2). P adds σ‖w‖₁ over every weight; the
+        gradients (``gradient``, ``value_and_gradient``) stay the smooth part's."""
+        return self._l1
+
+    @property
+    def regularizers(self) -> tuple[str, ...]:
+        """The penalties in P: ``("l2",)``, or ``("l2", "l1")`` when σ > 0."""
+        return ("l2", "l1") if self._l1 > 0 else ("l2",)
 
     @property
     def bias(self) -> bool:
@@ -511,6 +539,7 @@ class CRFProblem:
             "max_active": self.max_active,
             "dim": self.dim,
             "lam": self._lam,
+            "l1": self._l1,
             "bias": self._bias,
             "embedding": "dense" if self.dense else "sparse",
             "P(0)": self.primal_at_zero(),
@@ -527,16 +556,21 @@ class CRFProblem:
         return (
             f"CRFProblem({self._name!r}, n={self.n}, tokens={self.n_tokens}, "
             f"labels={self._n_labels}, attributes={self._n_attributes}, dim={self.dim}, "
-            f"lam={self._lam:.4g}, {'dense' if self.dense else 'sparse'})"
+            f"lam={self._lam:.4g}, {f'l1={self._l1:.4g}, ' if self._l1 else ''}"
+            f"{'dense' if self.dense else 'sparse'})"
         )
 
     @property
     def fingerprint(self) -> str:
-        """sha256 of the data, feature map and λ: the key of cached optima."""
+        """sha256 of the data, feature map, λ and σ: the key of cached optima."""
         if self._fingerprint is None:
             h = hashlib.sha256()
             h.update(f"K={self._n_labels};A={self._n_attributes};bias={self._bias};".encode())
             h.update(f"lam={self._lam!r};".encode())
+            if self._l1:
+                # only when σ > 0: the pure-ℓ2 fingerprints (the shipped optima.json, every
+                # user's cached P*) stay what they were before ℓ1 existed
+                h.update(f"l1={self._l1!r};".encode())
             for split, kd in [("train", self._data), *sorted(self._splits.items())]:
                 h.update(split.encode())
                 _hash_arrays(h, kd.offsets, kd.y, kd.X, kd.indptr, kd.indices, kd.values)
@@ -545,7 +579,7 @@ class CRFProblem:
 
     # ---------------------------------------------------------------- run isolation
     def data_digests(self, _memo: dict[int, str] | None = None) -> dict[str, str]:
-        """A digest of every data array and of λ, by name, computed now (not cached).
+        """A digest of every data array, of λ and of σ, by name, computed now (not cached).
 
         What the runner compares before and after each run to see whether the run
         changed the problem (:meth:`changed_data`). sha256 of the raw bytes: on OCR (50 MB
@@ -555,6 +589,7 @@ class CRFProblem:
         """
         out = {
             "λ": repr(self._lam),
+            "σ (l1)": repr(self._l1),
             "sizes": f"K={self._n_labels};A={self._n_attributes};bias={self._bias};dim={self.dim}",
         }
         origin = self._origin if self._origin is not None else self
@@ -642,6 +677,7 @@ class CRFProblem:
             "n_attributes": self._n_attributes,
             "bias": self._bias,
             "lam": self._lam,
+            "l1": self._l1,
             "name": self._name,
             "label_names": list(self._label_names) if self._label_names else None,
             "attribute_names": list(self._attribute_names) if self._attribute_names else None,
@@ -659,9 +695,15 @@ class CRFProblem:
 
     @classmethod
     def from_arrays(
-        cls, arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], *, lam: float | None = None
+        cls,
+        arrays: Mapping[str, np.ndarray],
+        meta: Mapping[str, Any],
+        *,
+        lam: float | None = None,
+        l1: float | None = None,
     ) -> CRFProblem:
-        """Rebuild a problem saved with :meth:`to_arrays` (λ may be changed), no recomputation."""
+        """Rebuild a problem saved with :meth:`to_arrays` (λ and σ may be changed), no
+        recomputation. Metadata saved before ℓ1 existed has no ``l1``: σ = 0."""
         K = int(meta["n_labels"])
         kds = {}
         for split, info in meta["splits"].items():
@@ -684,6 +726,7 @@ class CRFProblem:
             data=kds.pop("train"),
             splits=kds,
             lam=meta["lam"] if lam is None else lam,
+            l1=meta.get("l1", 0.0) if l1 is None else l1,
             truth=_readonly(arrays["truth"], np.float64),
             label_names=meta.get("label_names"),
             attribute_names=meta.get("attribute_names"),
@@ -693,9 +736,16 @@ class CRFProblem:
         return problem
 
     def with_lam(self, lam: float) -> CRFProblem:
-        """The same data and feature map with another λ (fresh counters)."""
+        """The same data, feature map and σ with another λ (fresh counters)."""
+        return self.with_regularization(lam=lam)
+
+    def with_regularization(
+        self, *, lam: float | None = None, l1: float | None = None
+    ) -> CRFProblem:
+        """The same data and feature map with another λ and/or σ (fresh counters);
+        what is not given is kept."""
         arrays, meta = self.to_arrays()
-        return CRFProblem.from_arrays(arrays, meta, lam=lam)
+        return CRFProblem.from_arrays(arrays, meta, lam=lam, l1=l1)
 
     # ---------------------------------------------------------------- weights
     def zeros(self) -> np.ndarray:
@@ -793,17 +843,21 @@ class CRFProblem:
         return float(_kernels.forward_scores(self._data, self._counter_array, i, unary, transition))
 
     def primal(self, w: np.ndarray) -> float:
-        """Counted P(w): n forward calls."""
+        """Counted P(w), σ‖w‖₁ included: n forward calls."""
         value = duality.objective(self, w)[0]
         self._counter_array[FORWARD_CALLS] += self.n
         return value
 
     def gradient(self, w: np.ndarray) -> np.ndarray:
-        """Counted ∇P(w): n oracle calls."""
+        """Counted gradient of the smooth part, ∇(L + λ/2‖·‖²)(w): n oracle calls (= ∇P(w)
+        when σ = 0; σ‖w‖₁ has no gradient and is the optimizer's, e.g. OWL-QN's)."""
         return self.value_and_gradient(w)[1]
 
     def value_and_gradient(self, w: np.ndarray) -> tuple[float, np.ndarray]:
-        """Counted (P(w), ∇P(w)): n oracle calls (what L-BFGS pays per evaluation)."""
+        """Counted (P(w), ∇(L + λ/2‖·‖²)(w)): n oracle calls (what L-BFGS pays per evaluation).
+
+        The value includes σ‖w‖₁; the gradient is the smooth part's only (what OWL-QN's
+        pseudo-gradient is built from; equal to ∇P(w) when σ = 0)."""
         value, grad = duality.objective(self, w, gradient=True)
         self._counter_array[ORACLE_CALLS] += self.n
         return value, grad
@@ -842,26 +896,27 @@ class CRFProblem:
         return self.n_tokens / self.n * math.log(self._n_labels)
 
     def conjugate_weights(self, mu: DualMarginals) -> np.ndarray:
-        """ŵ(μ) = (1/λ)(F̄ - (1/n) Σ_i E_{μ_i}[F])  (LPL18 eq. 16); no inference."""
+        """ŵ(μ) = S_σ(F̄ - (1/n) Σ_i E_{μ_i}[F]) / λ  (LPL18 eq. 16 when σ = 0); no inference."""
         return duality.conjugate_weights(self, mu)
 
     def dual(self, mu: DualMarginals) -> float:
-        """D(μ) = (1/n) Σ_i H̃(μ_i) - λ/2 ‖ŵ(μ)‖²; no inference, nothing counted."""
+        """D(μ) = (1/n) Σ_i H̃(μ_i) - ‖S_σ(z(μ))‖²/(2λ); no inference, nothing counted."""
         return duality.dual(self, mu)
 
     def duality_gap(self, w: np.ndarray | None = None, *, mu: DualMarginals | None = None) -> float:
         """Counted duality gap.
 
         With ``mu``: P(ŵ(μ)) - D(μ) (n forward calls). With only ``w``: the primal gap
-        ‖∇P(w)‖² / (2λ) = P(w) - D(ν(w)) (n oracle calls). The uncounted twin is
+        P(w) - D(ν(w)) (n oracle calls; ‖∇P(w)‖² / (2λ) when σ = 0,
+        :func:`crfopt.core.duality.gap_from_gradient`). The uncounted twin is
         :func:`crfopt.core.duality.duality_gap`.
         """
         if mu is not None:
             return float(self.primal(self.conjugate_weights(mu)) - self.dual(mu))
         if w is None:
             raise ValueError("give w (primal gap) or mu (dual gap)")
-        g = self.gradient(w)
-        return float(g @ g) / (2.0 * self._lam)
+        w = self._layout.check(w)
+        return duality.gap_from_gradient(self, w, self.gradient(w))
 
     # ---------------------------------------------------------------- prediction (counted)
     def predict(self, w: np.ndarray, split: str = "test") -> np.ndarray:
