@@ -876,19 +876,74 @@ def chain_entropy_linlog(nodes, edges, log_nodes, log_edges, T, K):
 # full-batch evaluation (uncounted; parallel over sequences)
 # --------------------------------------------------------------------------------------
 
+# Sequence chunks of a batch kernel: a fixed number, so the chunk partial sums (and hence
+# the rounding of every reduction) do not depend on how many threads run them, and enough
+# of them that a dynamic schedule can even out unequal chunks and a thread the loaded
+# machine preempts (batch_value_grad has numba hand them out one at a time).
+BATCH_CHUNKS = 32
 
-@numba.njit(parallel=True, **_NJIT)
-def _all_unary_sparse(data, U, theta):
-    N = data.y.shape[0]
+
+@numba.njit(**_NJIT)
+def _chunk_bounds(offsets, n_chunks):
+    """Sequence indices cutting the batch into ``n_chunks`` runs of about equal tokens.
+
+    Cutting by sequence count left one thread with the long sequences (CoNLL-2000's
+    lengths vary 1–100+); by tokens, each chunk costs about the same forward–backward.
+    """
+    n = offsets.shape[0] - 1
+    N = offsets[n]
+    n_chunks = max(1, min(n, n_chunks))
+    bounds = np.empty(n_chunks + 1, dtype=np.int64)
+    bounds[0] = 0
+    for c in range(1, n_chunks):
+        b = np.searchsorted(offsets, (N * c) // n_chunks)
+        bounds[c] = min(max(b, bounds[c - 1]), n)
+    bounds[n_chunks] = n
+    return bounds
+
+
+@numba.njit(**_NJIT)
+def _nnz_bounds(ptr, n_chunks):
+    """Cut ``0..len(ptr)-1`` into ``n_chunks`` ranges of about equal ``ptr`` mass (nnz)."""
+    A = ptr.shape[0] - 1
+    total = ptr[A]
+    n_chunks = max(1, min(A, n_chunks))
+    bounds = np.empty(n_chunks + 1, dtype=np.int64)
+    bounds[0] = 0
+    for c in range(1, n_chunks):
+        b = np.searchsorted(ptr, (total * c) // n_chunks)
+        bounds[c] = min(max(b, bounds[c - 1]), A)
+    bounds[n_chunks] = A
+    return bounds
+
+
+@numba.njit(**_NJIT)
+def _sparse_rows(data, U, lo, hi, theta):
+    """θ[r - lo] = Σ_p v_p U[a_p] for tokens r in [lo, hi)."""
     K = data.n_labels
-    for r in numba.prange(N):
+    for r in range(lo, hi):
+        row = theta[r - lo]
         for k in range(K):
-            theta[r, k] = 0.0
+            row[k] = 0.0
         for p in range(data.indptr[r], data.indptr[r + 1]):
             a = data.indices[p]
             v = data.values[p]
             for k in range(K):
-                theta[r, k] += v * U[a, k]
+                row[k] += v * U[a, k]
+
+
+@numba.njit(parallel=True, **_NJIT)
+def _all_unary_chunks(data, U, bounds, theta):
+    # Dense rows go through BLAS one row block per chunk: the caller holds BLAS to one
+    # thread (kernels/threads.py), so a single np.dot over all rows ran on one core.
+    for ch in numba.prange(bounds.shape[0] - 1):
+        lo = data.offsets[bounds[ch]]
+        hi = data.offsets[bounds[ch + 1]]
+        if hi > lo:
+            if data.dense:
+                np.dot(data.X[lo:hi], U, theta[lo:hi])
+            else:
+                _sparse_rows(data, U, lo, hi, theta[lo:hi])
 
 
 @numba.njit(**_NJIT)
@@ -896,26 +951,29 @@ def all_unary(data, w):
     """Unary scores of every token (N × K)."""
     N = data.y.shape[0]
     K = data.n_labels
-    U = emission_matrix(data, w)
-    if data.dense:
-        return np.dot(data.X, U)
     theta = np.empty((N, K))
-    _all_unary_sparse(data, U, theta)
+    _all_unary_chunks(
+        data, emission_matrix(data, w), _chunk_bounds(data.offsets, BATCH_CHUNKS), theta
+    )
     return theta
 
 
 @numba.njit(parallel=True, **_NJIT)
-def _batch_sums(data, theta, trans, nodes, alpha_all, V_all, logZ, nll, edge_parts):
-    """Scaled forward–backward of every sequence, in parallel chunks.
+def _batch_chunks(data, U, trans, bounds, nodes, G_parts, S_parts, edge_parts, logZ, nll):
+    """Unary scores, scaled forward–backward and gradient partial sums of each chunk.
 
-    Leaves node marginals in ``nodes``; α̂ rows (zeroed on each sequence's last token)
-    and V rows (zeroed on its first) so that the summed pairwise marginals of all
-    scaled sequences are E ∘ (α̂[:-1]ᵀ V[1:]) — one matrix product for the whole batch.
-    Sequences that need the log-space path add their sums to ``edge_parts`` instead.
+    One pass per chunk, everything in chunk-sized scratch: the unary rows (a BLAS row
+    block for dense data), α̂ rows (zeroed on each sequence's last token) and V rows
+    (zeroed on its first), so that the chunk's summed pairwise marginals are
+    E ∘ (α̂[:-1]ᵀ V[1:]) — one small matrix product per chunk into ``S_parts[ch]``.
+    Node marginals go to ``nodes`` (sparse data: the attribute-major scatter needs all of
+    them) or, dense, straight into the chunk's emission partial X_chunkᵀ μ_chunk in
+    ``G_parts[ch]``. Sequences that need the log-space path add their pairwise sums to
+    ``edge_parts[ch]``. Nothing is shared between chunks but read-only inputs, and the
+    caller reduces the partials in chunk order.
     """
-    n = data.offsets.shape[0] - 1
     K = data.n_labels
-    n_chunks = edge_parts.shape[0]
+    n_chunks = bounds.shape[0] - 1
     E = np.empty((K, K))
     ET = np.empty((K, K))
     mT = _exp_transitions(trans, K, E, ET)
@@ -925,24 +983,40 @@ def _batch_sums(data, theta, trans, nodes, alpha_all, V_all, logZ, nll, edge_par
     _, tspan = _trans_span(trans, K)
     scaled_ok = tspan <= LOG_SPAN_LIMIT
     L = data.max_len
+    fused_dense = G_parts.shape[0] == n_chunks
     for ch in numba.prange(n_chunks):
+        i_lo = bounds[ch]
+        i_hi = bounds[ch + 1]
+        r_lo = data.offsets[i_lo]
+        r_hi = data.offsets[i_hi]
+        R = r_hi - r_lo
         u = np.empty((L, K))
         beta = np.empty((L, K))
         m = np.empty(L)
         c = np.empty(L)
-        lo = (n * ch) // n_chunks
-        hi = (n * (ch + 1)) // n_chunks
-        for i in range(lo, hi):
-            s = data.offsets[i]
-            e = data.offsets[i + 1]
+        theta = np.empty((R, K))
+        al_c = np.empty((R, K))
+        V_c = np.empty((R, K))
+        if fused_dense:
+            nd_c = np.empty((R, K))
+        else:
+            nd_c = nodes[r_lo:r_hi]
+        if R > 0:
+            if data.dense:
+                np.dot(data.X[r_lo:r_hi], U, theta)
+            else:
+                _sparse_rows(data, U, r_lo, r_hi, theta)
+        for i in range(i_lo, i_hi):
+            s = data.offsets[i] - r_lo
+            e = data.offsets[i + 1] - r_lo
             T = e - s
             th = theta[s:e]
-            al = alpha_all[s:e]
-            Vs = V_all[s:e]
+            al = al_c[s:e]
+            Vs = V_c[s:e]
             if scaled_ok and _span(th, T, K) <= LOG_SPAN_LIMIT:
                 z = _scaled_forward(th, E3, mT3, True, T, K, u, m, al, c)
                 _scaled_backward(T, K, u, ET3, True, c, beta, Vs)
-                nd = nodes[s:e]
+                nd = nd_c[s:e]
                 for t in range(T):
                     for k in range(K):
                         nd[t, k] = al[t, k] * beta[t, k]
@@ -950,85 +1024,138 @@ def _batch_sums(data, theta, trans, nodes, alpha_all, V_all, logZ, nll, edge_par
                     al[T - 1, k] = 0.0
                     Vs[0, k] = 0.0
             else:
-                z = chain_marginal_sums(th, trans, T, K, nodes[s:e], edge_parts[ch])
+                z = chain_marginal_sums(th, trans, T, K, nd_c[s:e], edge_parts[ch])
                 for t in range(T):
                     for k in range(K):
                         al[t, k] = 0.0
                         Vs[t, k] = 0.0
             logZ[i] = z
             nll[i] = z - truth_score(data, i, th, trans)
-    S = np.dot(alpha_all[:-1].T, V_all[1:])
+        if R > 1:
+            np.dot(al_c[:-1].T, V_c[1:], S_parts[ch])
+        else:
+            S_parts[ch, :, :] = 0.0
+        if fused_dense:
+            if R > 0:
+                np.dot(data.X[r_lo:r_hi].T, nd_c, G_parts[ch])
+            else:
+                G_parts[ch, :, :] = 0.0
     total = np.zeros((K, K))
+    for ch in range(n_chunks):
+        total += S_parts[ch]
     for k in range(K):
         for l in range(K):
-            total[k, l] = E[k, l] * S[k, l]
+            total[k, l] *= E[k, l]
     for ch in range(n_chunks):
         total += edge_parts[ch]
     return total
 
 
 @numba.njit(parallel=True, **_NJIT)
-def _batch_forward(data, theta, trans, logZ, nll):
-    n = data.offsets.shape[0] - 1
+def _batch_forward(data, theta, trans, bounds, logZ, nll):
     K = data.n_labels
     edges = trans.reshape((1, K, K))
-    for i in numba.prange(n):
-        s = data.offsets[i]
-        e = data.offsets[i + 1]
-        z = chain_log_partition(theta[s:e], edges, True, e - s, K)
-        logZ[i] = z
-        nll[i] = z - truth_score(data, i, theta[s:e], trans)
+    for ch in numba.prange(bounds.shape[0] - 1):
+        for i in range(bounds[ch], bounds[ch + 1]):
+            s = data.offsets[i]
+            e = data.offsets[i + 1]
+            z = chain_log_partition(theta[s:e], edges, True, e - s, K)
+            logZ[i] = z
+            nll[i] = z - truth_score(data, i, theta[s:e], trans)
 
 
 @numba.njit(parallel=True, **_NJIT)
 def _scatter_emission_sparse(col_ptr, col_token, col_value, weights, G):
-    A = col_ptr.shape[0] - 1
+    # Attribute ranges of equal nnz, handed out dynamically: attribute ids follow first
+    # occurrence, so the frequent attributes crowd the low ids and an even split of ids
+    # left one thread most of the work.
     K = weights.shape[1]
-    for a in numba.prange(A):
-        for k in range(K):
-            G[a, k] = 0.0
-        for p in range(col_ptr[a], col_ptr[a + 1]):
-            r = col_token[p]
-            v = col_value[p]
+    bounds = _nnz_bounds(col_ptr, 4 * BATCH_CHUNKS)
+    for ch in numba.prange(bounds.shape[0] - 1):
+        for a in range(bounds[ch], bounds[ch + 1]):
             for k in range(K):
-                G[a, k] += v * weights[r, k]
+                G[a, k] = 0.0
+            for p in range(col_ptr[a], col_ptr[a + 1]):
+                r = col_token[p]
+                v = col_value[p]
+                for k in range(K):
+                    G[a, k] += v * weights[r, k]
+
+
+@numba.njit(parallel=True, **_NJIT)
+def _dense_emission_parts(X, weights, bounds, G_parts):
+    for ch in numba.prange(bounds.shape[0] - 1):
+        lo = bounds[ch]
+        hi = bounds[ch + 1]
+        if hi > lo:
+            np.dot(X[lo:hi].T, weights[lo:hi], G_parts[ch])
+        else:
+            G_parts[ch, :, :] = 0.0
+
+
+@numba.njit(**_NJIT)
+def _dense_parts_fit(N, A, n_chunks):
+    # Per-chunk emission partials (n_chunks × A × K) are kept only while they take no
+    # more memory than the N × K node array they replace.
+    return n_chunks * A <= N
 
 
 @numba.njit(**_NJIT)
 def batch_expected_emission(data, tr, weights, out_emission):
     """Σ_i Σ_t weights[t] ⊗ φ_{i,t} over all tokens into an (n_attributes × K) array."""
     if data.dense:
-        np.dot(data.X.T, weights, out_emission)
+        N = data.y.shape[0]
+        A = data.n_attributes
+        K = weights.shape[1]
+        if _dense_parts_fit(N, A, BATCH_CHUNKS):
+            rb = data.offsets[_chunk_bounds(data.offsets, BATCH_CHUNKS)]
+            G_parts = np.empty((rb.shape[0] - 1, A, K))
+            _dense_emission_parts(data.X, weights, rb, G_parts)
+            out_emission[:, :] = 0.0
+            for ch in range(G_parts.shape[0]):
+                out_emission += G_parts[ch]
+        else:
+            np.dot(data.X.T, weights, out_emission)
     else:
         _scatter_emission_sparse(tr.col_ptr, tr.col_token, tr.col_value, weights, out_emission)
 
 
-def _n_chunks(n):
-    return max(1, min(n, 8 * numba.get_num_threads()))
-
-
 @numba.njit(**_NJIT)
-def _batch_value_grad_impl(data, tr, w, want_grad, n_chunks, grad_out):
+def _batch_value_grad_impl(data, tr, w, want_grad, grad_out):
     n = data.offsets.shape[0] - 1
     N = data.y.shape[0]
     K = data.n_labels
     A = data.n_attributes
-    theta = all_unary(data, w)
+    U = emission_matrix(data, w)
     trans = transition_matrix(data, w)
     logZ = np.empty(n)
     nll = np.empty(n)
+    bounds = _chunk_bounds(data.offsets, BATCH_CHUNKS)
+    n_chunks = bounds.shape[0] - 1
     if not want_grad:
-        _batch_forward(data, theta, trans, logZ, nll)
+        theta = np.empty((N, K))
+        _all_unary_chunks(data, U, bounds, theta)
+        _batch_forward(data, theta, trans, bounds, logZ, nll)
         data.audit[0] += n
         return nll.sum()
-    nodes = np.empty((N, K))
-    alpha_all = np.empty((N, K))
-    V_all = np.empty((N, K))
-    parts = np.zeros((n_chunks, K, K))
-    total = _batch_sums(data, theta, trans, nodes, alpha_all, V_all, logZ, nll, parts)
+    fused_dense = data.dense and _dense_parts_fit(N, A, n_chunks)
+    if fused_dense:
+        nodes = np.empty((0, K))
+        G_parts = np.empty((n_chunks, A, K))
+    else:
+        nodes = np.empty((N, K))
+        G_parts = np.empty((0, A, K))
+    S_parts = np.empty((n_chunks, K, K))
+    edge_parts = np.zeros((n_chunks, K, K))
+    total = _batch_chunks(data, U, trans, bounds, nodes, G_parts, S_parts, edge_parts, logZ, nll)
     data.audit[0] += n
     G = grad_out[: A * K].reshape((A, K))
-    batch_expected_emission(data, tr, nodes, G)
+    if fused_dense:
+        G[:, :] = 0.0
+        for ch in range(n_chunks):
+            G += G_parts[ch]
+    else:
+        batch_expected_emission(data, tr, nodes, G)
     GT = grad_out[A * K :].reshape((K, K))
     GT[:, :] = total
     return nll.sum()
@@ -1039,8 +1166,9 @@ def batch_value_grad(data, tr, w, want_grad, grad_out):
 
     The caller subtracts the ground-truth feature sum and adds the regularizer.
     """
-    n = len(data.offsets) - 1
-    return _batch_value_grad_impl(data, tr, w, want_grad, _n_chunks(n), grad_out)
+    # Chunks handed out one at a time (set here: numba cannot cache a kernel that sets it).
+    with numba.parallel_chunksize(1):
+        return _batch_value_grad_impl(data, tr, w, want_grad, grad_out)
 
 
 @numba.njit(parallel=True, **_NJIT)
@@ -1127,7 +1255,7 @@ def _batch_expected_features_impl(data, tr, log_nodes, log_edges, n_chunks, out)
 def batch_expected_features(data, tr, log_nodes, log_edges, out):
     """Σ_i E_{μ_i}[F] (a d-vector) from log-marginals of every sequence."""
     n = len(data.offsets) - 1
-    _batch_expected_features_impl(data, tr, log_nodes, log_edges, _n_chunks(n), out)
+    _batch_expected_features_impl(data, tr, log_nodes, log_edges, max(1, min(n, BATCH_CHUNKS)), out)
 
 
 @numba.njit(parallel=True, **_NJIT)
