@@ -29,6 +29,7 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -140,36 +141,124 @@ def _sentences(X: Iterable[Iterable[Any]], what: str = "X") -> list[list[Any]]:
     return [list(s) for s in X]
 
 
+class _NotFlat(Exception):
+    """A token outside the fast path: not a dict, or a value naming several attributes."""
+
+
+#: Value types of the fast path: those :func:`item_attributes` names as one attribute.
+_FLAT_VALUE_TYPES = (str, int, float, np.integer, np.floating)
+
+
+class _Pairs(dict):
+    """(key, value) of flat feature dicts → entry number, each distinct pair named once.
+
+    A corpus repeats the same few hundred thousand (key, value) pairs millions of times
+    (the same word, suffix or flag), so the pair is looked up in C and only a new pair
+    pays for a Python call: :func:`item_attributes` names and validates it, so the
+    names and errors are exactly the general path's.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+        self.values: list[float] = []
+
+    def __missing__(self, pair: tuple[Any, Any]) -> int:
+        key, value = pair
+        if type(key) is str and type(value) is str:  # most new pairs: skip the generator
+            attrs = [(f"{key}:{value}", 1.0)]
+        else:
+            attrs = list(item_attributes({key: value}))
+        if len(attrs) != 1:  # a tuple/set value names 0 or several attributes
+            raise _NotFlat
+        e = self[pair] = len(self.names)
+        self.names.append(attrs[0][0])
+        self.values.append(attrs[0][1])
+        return e
+
+
+def _flat_entries(
+    tokens: list[Any], pairs: _Pairs
+) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """Fast path: every token a dict of str, bool or number values.
+
+    Returns the per-occurrence entry numbers, the entries' names and values, and the
+    per-token occurrence counts; raises :class:`_NotFlat` when a token needs the
+    general path (nested dicts, list values, non-dict tokens, a value type
+    :func:`item_attributes` refuses).
+    """
+    # dict.items on a non-dict token and hashing a list/dict value both raise TypeError
+    try:
+        per_token = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        total = int(per_token.sum())
+        entries = np.fromiter(
+            map(pairs.__getitem__, chain.from_iterable(map(dict.items, tokens))),
+            dtype=np.int64,
+            count=total,
+        )
+        # Values equal to a seen pair's (1 == 1.0 == True) share its entry whatever their
+        # type: one pass over the value types sends numpy.bool_, Decimal, complex… to the
+        # general path, so a value is accepted or refused by its type alone.
+        types = set(map(type, chain.from_iterable(map(dict.values, tokens))))
+    except TypeError:
+        raise _NotFlat from None
+    if not all(issubclass(t, _FLAT_VALUE_TYPES) for t in types):
+        raise _NotFlat
+    return entries, pairs.names, np.asarray(pairs.values, dtype=np.float64), per_token
+
+
+def _general_entries(tokens: list[Any]) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """Any token python-crfsuite accepts, one :func:`item_attributes` call per token."""
+    names: list[str] = []
+    values: list[float] = []
+    per_token = np.empty(len(tokens), dtype=np.int64)
+    for t, item in enumerate(tokens):
+        before = len(names)
+        for name, value in item_attributes(item):
+            names.append(name)
+            values.append(value)
+        per_token[t] = len(names) - before
+    return np.arange(len(names)), names, np.asarray(values, dtype=np.float64), per_token
+
+
 def _encode(
     X: Sequence[Sequence[Any]], vocab: Vocabulary
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """CSR over tokens with the attribute values.
+    """CSR over tokens with the attribute values: (lengths, indptr, indices, values, dropped).
 
-    An open ``vocab`` (fit) grows with new attributes; a frozen one (predict) drops
-    unknown attributes, returned as the count of dropped occurrences. A zero value
-    registers its attribute (as in CRFsuite) but stores no entry: it adds nothing.
+    An open ``vocab`` (fit) grows with new attributes in first-seen order and counts
+    every occurrence; a frozen one (predict) drops unknown attributes, returned as the
+    count of dropped occurrences. A zero value registers its attribute (as in CRFsuite)
+    but stores no entry: it adds nothing. Each token's columns come sorted (the kernel
+    data's canonical order, so building the problem skips its own sort); an attribute
+    named twice in one token keeps both entries, which the problem sums.
     """
-    lengths, indptr, indices, values = [], [0], [], []
+    lengths = np.fromiter(map(len, X), dtype=np.int64, count=len(X))
+    if len(lengths) and lengths.min() == 0:
+        i = int(np.argmin(lengths))
+        raise ValueError(f"sentence {i} is empty: every sequence needs at least one token")
+    tokens = list(chain.from_iterable(X))
     dropped_before = vocab.dropped
-    for sent in X:
-        if len(sent) == 0:
-            raise ValueError("empty sentence: every sequence needs at least one token")
-        lengths.append(len(sent))
-        for item in sent:
-            for name, value in item_attributes(item):
-                j = vocab.lookup(name)
-                if j is None or value == 0.0:
-                    continue
-                indices.append(j)
-                values.append(value)
-            indptr.append(len(indices))
-    return (
-        np.asarray(lengths, dtype=np.int64),
-        np.asarray(indptr, dtype=np.int64),
-        np.asarray(indices, dtype=np.int64),
-        np.asarray(values, dtype=np.float64),
-        vocab.dropped - dropped_before,
-    )
+    try:
+        entries, names, entry_values, per_token = _flat_entries(tokens, _Pairs())
+    except _NotFlat:
+        entries, names, entry_values, per_token = _general_entries(tokens)
+    # each distinct entry is looked up once, standing for all its occurrences
+    occurrences = np.bincount(entries, minlength=len(names))
+    columns = vocab.lookup_many(names, occurrences)
+    ids, values = columns[entries], entry_values[entries]
+    row = np.repeat(np.arange(len(tokens), dtype=np.int64), per_token)
+    keep = (ids >= 0) & (values != 0.0)
+    row, ids, values = row[keep], ids[keep], values[keep]
+    if len(ids) > 1:
+        # sort within tokens: (row, column) as one int64 key, stable for duplicates
+        key = row * max(len(vocab), 1) + ids
+        if np.any(key[1:] < key[:-1]):
+            order = np.argsort(key, kind="stable")
+            ids, values = ids[order], values[order]
+    indptr = np.zeros(len(tokens) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(row, minlength=len(tokens)), out=indptr[1:])
+    return lengths, indptr, ids, values, vocab.dropped - dropped_before
 
 
 class TrainingLog(pd.DataFrame):

@@ -20,7 +20,8 @@ did.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import repeat
 
 import numpy as np
 
@@ -94,6 +95,44 @@ class Vocabulary(Mapping[str, int]):
             self._counts.append(0)
         self._counts[j] += 1
         return j
+
+    def lookup_many(
+        self, names: Iterable[str], occurrences: Sequence[int] | np.ndarray | None = None
+    ) -> np.ndarray:
+        """Columns of many names at once: :meth:`lookup` on each in turn, -1 for None.
+
+        ``occurrences[i]`` (default 1) is how many occurrences ``names[i]`` stands for,
+        so a caller that has already grouped equal occurrences counts them (open) or
+        drops them (frozen) exactly as one :meth:`lookup` per occurrence would. New names
+        get columns in the order given, i.e. first-seen order when ``names`` is.
+        """
+        names = names if isinstance(names, (list, tuple)) else list(names)
+        n = len(names)
+        if occurrences is None:
+            weights = np.ones(n, dtype=np.int64)
+        else:
+            weights = np.asarray(occurrences, dtype=np.int64)
+            if weights.shape != (n,) or (n and weights.min() < 0):
+                raise ValueError(
+                    f"occurrences must be {n} non-negative counts (one per name), "
+                    f"got shape {weights.shape}"
+                )
+        index = self._index
+        if self.frozen:
+            # dict.get over the whole batch in C: no Python call per name
+            ids = np.fromiter(map(index.get, names, repeat(-1, n)), dtype=np.int64, count=n)
+            self.dropped += int(weights[ids < 0].sum())
+            return ids
+        # dict.fromkeys keeps first-seen order and is the one pass that sees new names
+        start = len(self._names)
+        new = [name for name in dict.fromkeys(names) if name not in index]
+        index.update(zip(new, range(start, start + len(new))))
+        self._names.extend(new)
+        ids = np.fromiter(map(index.__getitem__, names), dtype=np.int64, count=n)
+        counts = np.bincount(ids, weights=weights, minlength=len(self._names))
+        counts[: len(self._counts)] += self._counts
+        self._counts = counts.astype(np.int64).tolist()
+        return ids
 
     def token(self, names: Iterable[str]) -> list[int]:
         """Sorted distinct columns of one token's binary attributes.
