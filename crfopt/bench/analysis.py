@@ -19,6 +19,15 @@
 
   :func:`median_value_at` and :func:`median_reach` take the median over runs (seeds);
   an unreached run counts as inf, so the median is inf when half the runs never got there.
+  :func:`spread_value_at`, :func:`spread_reach` and :func:`spread_ratio` return the median
+  with the min–max range over the runs (a :class:`Spread`), :func:`format_spread` writes it
+  as ``1.2e-03 [9.8e-04–1.5e-03]`` or ``×3.1 [2.5–3.8]``.
+* **Seed bands.** :func:`curve_band` puts every run of a curve on one x grid (the union of
+  their checkpoints, each run read with :func:`value_at`) and takes the median and the
+  min–max over the runs that got to each x — runs of one optimizer do not share x values
+  on the oracle-call and seconds axes, so a per-x median of the raw checkpoints would
+  only ever see one run. The band is min–max, not the IQR: with 3–5 seeds a quartile is
+  an interpolation between two runs, the range is what was observed.
 * **One style.** :func:`line_styles` gives each optimizer a (colour, line style);
   LPL18's six methods keep fixed colours everywhere (:data:`FIXED_COLOURS`).
 * **One figure routine.** :func:`draw_curves` draws one panel (median over runs, min–max
@@ -32,6 +41,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -215,7 +225,151 @@ def median_reach(
     return float(np.median(vals)) if vals else math.nan
 
 
+@dataclass(frozen=True)
+class Spread:
+    """A median over runs (seeds) with the min–max range; ``count`` runs contributed."""
+
+    median: float
+    low: float
+    high: float
+    count: int
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        """Median and range of ``values`` (nan left out; inf kept: a run that never got
+        there); all nan when there is none."""
+        v = np.asarray([x for x in values if not math.isnan(x)], dtype=float)
+        if len(v) == 0:
+            return cls(math.nan, math.nan, math.nan, 0)
+        return cls(float(np.median(v)), float(v.min()), float(v.max()), len(v))
+
+
+def _per_run(df: pd.DataFrame, by: str, read: Any) -> dict[Any, float]:
+    return {key: read(run.sort_values("checkpoint")) for key, run in df.groupby(by, sort=True)}
+
+
+def _value_reader(col: str, x: float, axis: str, tolerance: float) -> Any:
+    def read(run: pd.DataFrame) -> float:
+        converged = str(run["status"].iloc[-1]) == "converged"
+        return value_at(run[axis], run[col], x, converged=converged, tolerance=tolerance)
+
+    return read
+
+
+def spread_value_at(
+    df: pd.DataFrame,
+    col: str,
+    x: float,
+    axis: str = "effective_passes",
+    *,
+    by: str = "seed",
+    tolerance: float = 0.02,
+) -> Spread:
+    """:func:`value_at` of every run (grouped by ``by``): median and min–max; runs that
+    never got to x are left out (as :func:`median_value_at`, whose median this is)."""
+    vals = _per_run(df, by, _value_reader(col, x, axis, tolerance))
+    return Spread.of(list(vals.values()))
+
+
+def spread_reach(
+    df: pd.DataFrame,
+    col: str,
+    target: float,
+    axis: str = "effective_passes",
+    *,
+    by: str = "seed",
+) -> Spread:
+    """:func:`first_reach` of every run: median and min–max (inf for a run that never got
+    there, so a range ending in inf says some seed did not reach it)."""
+    vals = _per_run(df, by, lambda run: first_reach(run[axis], run[col], target))
+    return Spread.of(list(vals.values()))
+
+
+def spread_ratio(
+    num: pd.DataFrame,
+    den: pd.DataFrame,
+    col: str,
+    x: float,
+    axis: str = "effective_passes",
+    *,
+    by: str = "seed",
+    tolerance: float = 0.02,
+) -> Spread:
+    """Ratio num/den of :func:`value_at` at x, paired by ``by`` (seed k of one method
+    against seed k of the other); median and min–max over the pairs both have."""
+    read = _value_reader(col, x, axis, tolerance)
+    a, b = _per_run(num, by, read), _per_run(den, by, read)
+    ratios = [a[k] / b[k] for k in sorted(set(a) & set(b)) if b[k] != 0]
+    return Spread.of(ratios)
+
+
+def format_number(v: float) -> str:
+    """3 significant digits; scientific outside [1e-3, 100); '—' for nan, 'not reached'
+    for inf."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    if v == math.inf:
+        return "not reached"
+    if v == 0:
+        return "0"
+    if abs(v) >= 100 or abs(v) < 1e-3:
+        return f"{v:.2e}"
+    return f"{v:.3g}"
+
+
+def format_spread(sp: Spread, *, ratio: bool = False, fmt: Any = format_number) -> str:
+    """``1.24e-03 [1.1e-03–1.4e-03]`` (median [min–max] over seeds); ``×3.1 [2.5–3.8]`` for
+    a ratio; just the median for a single run (no spread to show)."""
+    head = ("×" if ratio else "") + fmt(sp.median)
+    if sp.count <= 1 or math.isnan(sp.median):
+        return head
+    return f"{head} [{fmt(sp.low)}–{fmt(sp.high)}]"
+
+
 # --------------------------------------------------------------------------- drawing
+
+
+def curve_band(
+    df: pd.DataFrame,
+    x: str,
+    y: str,
+    *,
+    by: str = "run_id",
+    tolerance: float = 0.02,
+) -> pd.DataFrame:
+    """Median and min–max of ``y`` over the runs in ``df``, on the union of their x values.
+
+    Each run is read on the common grid with :func:`value_at` (log-linear between its
+    checkpoints; nan past its end unless it converged or ended within ``tolerance``);
+    a grid point keeps the runs that have a value there. Columns ``x``, ``median``,
+    ``low``, ``high``, ``count``, sorted by x.
+    """
+    runs = _runs(df, by)
+    if not runs:
+        return pd.DataFrame(columns=["x", "median", "low", "high", "count"])
+    grid = np.unique(np.concatenate([run[x].astype(float).dropna().to_numpy() for run in runs]))
+    table = np.full((len(runs), len(grid)), np.nan)
+    for r, run in enumerate(runs):
+        xs, ys = _clean(run[x], run[y])
+        if len(xs) == 0:
+            continue
+        converged = str(run["status"].iloc[-1]) == "converged"
+        # before its first checkpoint a run has no value (not its first one): a run shifted
+        # by init work must not pull the median at x where it had not started
+        table[r] = [
+            value_at(xs, ys, g, converged=converged, tolerance=tolerance) if g >= xs[0] else np.nan
+            for g in grid
+        ]
+    count = np.sum(~np.isnan(table), axis=0)
+    keep = count > 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns are dropped below
+        med = np.nanmedian(table[:, keep], axis=0)
+        low = np.nanmin(table[:, keep], axis=0)
+        high = np.nanmax(table[:, keep], axis=0)
+    return pd.DataFrame(
+        {"x": grid[keep], "median": med, "low": low, "high": high, "count": count[keep]}
+    )
 
 
 def draw_curves(
@@ -229,9 +383,11 @@ def draw_curves(
     x_scale: float = 1.0,
     init_marker: bool = False,
     label: str = "{}",
+    seconds_band: bool = False,
 ) -> tuple[int, bool]:
     """One panel: per optimizer in ``styles`` order, the median over runs with the
-    min–max band; on the seconds axis (runs share no time stamps) each run drawn alone.
+    min–max band (:func:`curve_band`); on the seconds axis each run drawn alone, unless
+    ``seconds_band`` (several seeds of a run measured one at a time: their median time).
 
     ``x_scale`` divides the x values (e.g. by n); ``init_marker`` draws a diamond where
     a shifted curve starts after counted setup() work. Returns (points ≤ 0 hidden on a
@@ -250,22 +406,23 @@ def draw_curves(
         if sub.empty:
             continue
         name = label.format(opt)
-        if x == "time_s":
+        if x == "time_s" and not seconds_band:
             for k, (_, run) in enumerate(sub.groupby("run_id")):
                 run = run.sort_values(x)
                 ax.plot(
                     run[x] / x_scale, run[y], color=color, ls=ls, lw=1.4, alpha=0.85,
                     label=name if k == 0 else None,
                 )  # fmt: skip
+        elif sub["run_id"].nunique() > 1:
+            # several seeds: the median over the runs on a common grid and its min–max band
+            band = curve_band(sub, x, y)
+            ax.plot(band["x"] / x_scale, band["median"], color=color, ls=ls, lw=1.6, label=name)
+            ax.fill_between(
+                band["x"] / x_scale, band["low"], band["high"], color=color, alpha=0.2, lw=0
+            )
         else:
-            g = sub.groupby(x)[y]
-            med = g.median()
-            ax.plot(med.index / x_scale, med.values, color=color, ls=ls, lw=1.6, label=name)
-            if sub["run_id"].nunique() > 1:
-                ax.fill_between(
-                    med.index / x_scale, g.min().values, g.max().values, color=color,
-                    alpha=0.2, lw=0,
-                )  # fmt: skip
+            run = sub.sort_values(x)
+            ax.plot(run[x] / x_scale, run[y], color=color, ls=ls, lw=1.6, label=name)
         if init_marker and x in INIT_SHIFT:
             first = sub[(sub["checkpoint"] == 0) & (sub["init_passes"].astype(float) > 0)]
             if len(first):
@@ -299,6 +456,7 @@ def curve_figure(
     ylabel: str | None = None,
     skip: Mapping[str, Sequence[str]] | None = None,
     panel_size: tuple[float, float] = (4.2, 4.2),
+    seconds_band: bool = False,
 ) -> tuple[Any, list[Any], int, bool]:
     """A figure of ``y`` against each of ``axes`` (one panel each, shared y).
 
@@ -321,7 +479,10 @@ def curve_figure(
         left_off = set((skip or {}).get(x, ()))
         shown = {k: v for k, v in styles.items() if k not in left_off}
         scale = per_n if per_n and x in ("updates", "oracle_calls") else 1.0
-        h_, m_ = draw_curves(ax, df, x, y, shown, log=log, x_scale=scale, init_marker=init_offset)
+        h_, m_ = draw_curves(
+            ax, df, x, y, shown, log=log, x_scale=scale, init_marker=init_offset,
+            seconds_band=seconds_band,
+        )  # fmt: skip
         hidden += h_
         marked |= m_
         if log:

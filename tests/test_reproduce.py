@@ -1,0 +1,114 @@
+"""reports/reproduce.py: seeds and budgets per scale, packed runs, outputs from the packs.
+
+One small grid on the synthetic problem stands in for the paper's: it is run, packed, its
+working folder deleted (a fresh clone has only the packs), and the outputs regenerated
+from the pack must equal those from the run files.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _module(monkeypatch):
+    """reports/reproduce.py as a module (registered: its dataclasses look themselves up)."""
+    spec = importlib.util.spec_from_file_location("reproduce", ROOT / "reports" / "reproduce.py")
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "reproduce", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture()
+def rep(tmp_path, monkeypatch):
+    mod = _module(monkeypatch)
+    monkeypatch.setattr(mod, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(mod, "FIGURES", tmp_path / "figures")
+    monkeypatch.setattr(mod, "HERE", tmp_path)
+    grid = mod.Grid("synthetic", 2, 1, ("sdca", "sg", "sg-nus"), "test grid", seeds=(0, 1, 2))
+    monkeypatch.setattr(mod, "GRIDS", {"synthetic": grid})
+    monkeypatch.setattr(mod, "SIZES", {"synthetic": (1000, 4, 3)})
+    monkeypatch.setattr(mod, "QUICK_OPTIMIZERS", {"synthetic": 3})
+    return mod
+
+
+def test_every_paper_grid_has_the_papers_seeds_and_budgets(monkeypatch):
+    mod = _module(monkeypatch)
+    want = {"ocr": 50, "conll2000": 30, "ner-nl": 30, "pos-ewt": 20, "pos-conll2000": 20}
+    for name, grid in mod.GRIDS.items():
+        assert grid.budget("paper") >= want[name], name
+        assert len(grid.seeds_of("paper")) >= (5 if name == "ocr" else 3), name
+        assert len(grid.seeds_of("quick")) == 1
+    for name in ("ocr", "conll2000", "ner-nl", "pos-ewt"):
+        assert {"sg", "sg-nus"} <= set(mod.GRIDS[name].optimizers), name  # E9's sixth claim
+    assert "sg-nus" in mod.SBA15_FIGURE
+
+
+def test_list_prints_runs_and_an_estimate(rep, capsys):
+    rep.main(["--list"])
+    out = capsys.readouterr().out
+    assert "synthetic: 3 optimizers × 3 seeds = 9 runs, 2 passes" in out
+    # quick: 3 runs of 1 pass calibrate to QUICK_HOURS; paper is 9 runs of 2 passes: 6×
+    assert f"~{6 * rep.QUICK_HOURS:.0f} h of one process" in out
+
+
+def test_pack_round_trip_and_outputs_from_the_pack(rep, tmp_path):
+    rep.run_grids(["synthetic"], "paper")
+    pack = rep.pack_path("synthetic", "paper")
+    assert pack.exists()
+    folder = rep.run_dir("synthetic", "paper")
+    from_files = rep.load("synthetic")
+    assert from_files["seed"].nunique() == 3 and from_files["optimizer"].nunique() == 3
+
+    rep.make_outputs()
+    numbers = (tmp_path / "numbers.md").read_text()
+    figures = {p.name: p.read_bytes() for p in (tmp_path / "figures").glob("*.png")}
+    assert {"synthetic-main.png", "synthetic-seconds.png", "synthetic-test-error.png"} <= set(
+        figures
+    )
+    assert " [" in numbers and "–" in numbers  # readings carry their spread over seeds
+
+    shutil.rmtree(folder)  # a fresh clone: the pack only
+    from_pack = rep.load("synthetic")
+    cols = ["run_id", "checkpoint", "subopt", "effective_passes", "time_s", "test_error"]
+    key = ["run_id", "checkpoint"]
+    a = from_files[cols].sort_values(key).reset_index(drop=True)
+    b = from_pack[cols].sort_values(key).reset_index(drop=True)
+    assert a.equals(b)
+    assert from_pack.attrs["runs"] == from_files.attrs["runs"]
+    for p in (tmp_path / "figures").glob("*.png"):
+        p.unlink()
+    rep.make_outputs()
+    assert (tmp_path / "numbers.md").read_text() == numbers
+    again = {p.name: p.read_bytes() for p in (tmp_path / "figures").glob("*.png")}
+    assert again == figures  # byte-identical
+
+    # a rerun restores the runs from the pack and computes nothing
+    assert rep.unpack("synthetic", "paper") == 9
+    assert rep.unpack("synthetic", "paper") == 0
+    before = {p.name for p in folder.glob("run-*.parquet")}
+    rep.run_grids(["synthetic"], "paper")
+    assert {p.name for p in folder.glob("run-*.parquet")} == before
+
+
+def test_a_changed_pack_is_refused(rep):
+    import pyarrow.parquet as pq
+
+    rep.GRIDS["synthetic"] = rep.Grid("synthetic", 1, 1, ("sg",), "t", seeds=(0,))
+    rep.run_grids(["synthetic"], "paper")
+    path = rep.pack_path("synthetic", "paper")
+    table = pq.read_table(path)
+    frame = table.to_pandas()
+    frame.loc[frame.index[-1], "primal"] = frame["primal"].iloc[-1] + 1e-9
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+    with pytest.raises(ValueError, match="checksum"):
+        rep.read_pack(path)
