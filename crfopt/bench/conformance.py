@@ -10,6 +10,11 @@ Checks are chosen by the variant's declared capabilities, never by its name.
 global RNG, a block of k iterations equal to k single steps, a primal that decreases, a
 feasible dual state, clean behaviour at the end of a budget.
 
+*Regularizer* checks follow the declared ``regularizers``: a variant that declares ℓ1
+must keep a valid, non-negative duality gap on an elastic-net problem (contract) and
+converge to its certified optimum (quality); one that does not must refuse such a
+problem with the reason (contract).
+
 *Quality* checks (convergence on a tiny problem) may be declared expected failures by a
 plugin author, each with a written reason; in strict mode an unexpected pass fails, so
 stale exemptions go.
@@ -38,10 +43,16 @@ from typing import Any
 import numpy as np
 
 from crfopt.bench.evaluator import Evaluator
+from crfopt.bench.optimum import compute_optimum
 from crfopt.bench.runner import Budget, run
 from crfopt.core.problem import CRFProblem
 from crfopt.core.synthetic import make_synthetic
-from crfopt.optim.contract import Optimizer, OptimizerSpec, ParameterError
+from crfopt.optim.contract import (
+    Optimizer,
+    OptimizerSpec,
+    ParameterError,
+    UnsupportedProblemError,
+)
 from crfopt.optim.registry import Registry, get_registry
 
 
@@ -161,6 +172,23 @@ def fresh(kind: str) -> CRFProblem:
     """A fresh copy (own counters) of a tiny test problem."""
     p = _tiny(kind)
     return p.with_lam(p.lam)
+
+
+#: σ of the elastic-net twin of the "convex" problem: large enough that about a third
+#: of the optimum's weights are exactly zero, so the ℓ1 checks see the kinks.
+L1_SIGMA = 0.02
+
+
+def fresh_l1() -> CRFProblem:
+    """The "convex" tiny problem with ℓ1 weight :data:`L1_SIGMA` (fresh counters)."""
+    return _tiny("convex").with_regularization(l1=L1_SIGMA)
+
+
+@functools.cache
+def _p_star_l1() -> float:
+    """The certified P* of :func:`fresh_l1` (gap certificate ≤ 1e-12 P*)."""
+    ref, _ = compute_optimum(fresh_l1(), tol=1e-12)
+    return ref.p_star
 
 
 @functools.cache
@@ -606,6 +634,71 @@ def check_converges_on_tiny_problem(s: Subject, tol: float = 1e-6, passes: float
         )
 
 
+# ------------------------------------------------------------------------ regularizers
+
+
+def check_l1_gap_valid(s: Subject) -> None:
+    """On an elastic-net problem the trace's duality gap is finite, ≥ 0 and bounds P − P*."""
+    p = fresh_l1()
+    p_star = _p_star_l1()
+    res = _run(s, p, seed=0, budget=Budget(passes=10), checkpoints="every:1", p_star=p_star)
+    t = res.trace
+    primal = t["primal"].astype(float).to_numpy()
+    gap = t["duality_gap"].astype(float).to_numpy()
+    slack = 1e-9 * abs(p_star)
+    for k in range(len(t)):
+        it = int(t["iterations"].iloc[k])
+        if not np.isfinite(gap[k]) or gap[k] < 0:
+            raise s.fail("the ℓ1 duality gap is finite and ≥ 0", f"{gap[k]!r} after {it} its")
+        if primal[k] - p_star > gap[k] + slack:
+            raise s.fail(
+                "the ℓ1 duality gap bounds P − P*",
+                f"after {it} iterations P − P* = {primal[k] - p_star:.3g} > gap {gap[k]:.3g}",
+            )
+    if not primal[-1] < primal[0]:
+        raise s.fail("the ℓ1 objective decreases", f"P went {primal[0]:.6g} → {primal[-1]:.6g}")
+
+
+def check_refuses_l1(s: Subject) -> None:
+    """A variant that does not declare ℓ1 refuses a problem with σ > 0, saying why."""
+    p = fresh_l1()
+    res = run(p, s.spec, seed=0, budget=Budget(passes=1))
+    reason = str(res.meta.get("skip_reason", ""))
+    if res.status != "skipped" or "ℓ1" not in reason:
+        raise s.fail(
+            "an ℓ2-only variant skips an ℓ1 problem with the reason",
+            f"status {res.status!r}, reason {reason!r}",
+        )
+    try:
+        opt = s.make(p, seed=0)
+    except UnsupportedProblemError:
+        return
+    opt.close()
+    raise s.fail("an ℓ2-only variant refuses an ℓ1 problem", "it was built without error")
+
+
+def check_converges_l1(s: Subject, tol: float = 1e-6, passes: float = 200) -> None:
+    """Reaches (P - P*)/P(0) ≤ 1e-6 of the certified elastic-net optimum within 200 passes."""
+    p = fresh_l1()
+    p_star = _p_star_l1()
+    target = tol * p.primal_at_zero()
+    res = _run(
+        s,
+        p,
+        seed=0,
+        budget=Budget(passes=passes, target_suboptimality=target),
+        p_star=p_star,
+        checkpoints="every:2",
+    )
+    sub = res.trace["suboptimality"].astype(float).min()
+    if not sub <= target:
+        raise s.fail(
+            "converges to the ℓ1 optimum",
+            f"best (P-P*)/P(0) = {sub / p.primal_at_zero():.3g} after {passes} passes "
+            f"(wanted ≤ {tol:g})",
+        )
+
+
 CONTRACT_CHECKS: tuple[Callable[[Subject], None], ...] = (
     check_finite,  # first: a diverging optimizer is reported as such
     check_initialization_cost,
@@ -628,12 +721,19 @@ QUALITY_CHECKS: tuple[Callable[[Subject], None], ...] = (check_converges_on_tiny
 
 
 def checks_for(spec: OptimizerSpec) -> list[tuple[str, Callable[[Subject], None]]]:
-    """(category, check) pairs applicable to a variant, chosen by its capabilities."""
+    """(category, check) pairs applicable to a variant, chosen by its capabilities and
+    its declared regularizers."""
     out = [("contract", c) for c in CONTRACT_CHECKS]
     for cap, extra in CAPABILITY_CHECKS.items():
         if cap in spec.capabilities:
             out.extend(("contract", c) for c in extra)
+    if "l1" in spec.regularizers:
+        out.append(("contract", check_l1_gap_valid))
+    else:
+        out.append(("contract", check_refuses_l1))
     out.extend(("quality", c) for c in QUALITY_CHECKS)
+    if "l1" in spec.regularizers:
+        out.append(("quality", check_converges_l1))
     return out
 
 

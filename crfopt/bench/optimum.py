@@ -20,6 +20,11 @@ Where P* comes from, in order (:func:`reference_optimum`):
 3. otherwise it is computed, with progress (iterations, certified gap) reported to the
    caller, under a file lock so two processes do not compute it twice.
 
+With an ℓ1 weight σ > 0 (the elastic net, docs/algorithms.md §1.9) the certificate is
+the same primal gap P(w) − D(ν(w)) (``crfopt.core.duality.gap_from_gradient``), the
+computation runs L-BFGS-B on the split form w = u − v, u, v ≥ 0 (smooth, with bounds), and
+the fingerprint includes σ; the shipped table holds σ = 0 entries only.
+
 A rejected entry is reported with a warning that names the file and the reason, and
 recomputed. ``python -m crfopt.bench.optimum NAME ...`` prints shipped-table entries.
 """
@@ -38,6 +43,7 @@ import numpy as np
 import scipy.optimize
 
 from crfopt.bench.evaluator import Evaluator
+from crfopt.core.duality import gap_from_gradient
 from crfopt.core.problem import CRFProblem
 from crfopt.data.fileio import atomic_write
 from crfopt.data.paths import cache_dir
@@ -61,7 +67,8 @@ class ReferenceOptimum:
     p_star : float
         P(w_ref), the value sub-optimalities are measured against.
     certificate : float
-        gap_P(w_ref) = ‖∇P(w_ref)‖²/(2λ), an upper bound on P(w_ref) - P*.
+        gap_P(w_ref) = P(w_ref) − D(ν(w_ref)) (‖∇P(w_ref)‖²/(2λ) when σ = 0), an upper
+        bound on P(w_ref) - P*.
     relative_certificate : float
         certificate / P(w_ref).
     best_dual : float or None
@@ -88,6 +95,7 @@ class ReferenceOptimum:
     problem: str
     lam: float
     source: str = "computed"
+    l1: float = 0.0
 
     @property
     def lower_bound(self) -> float:
@@ -138,6 +146,9 @@ def _checked(data: Any, problem: CRFProblem, source: str) -> ReferenceOptimum:
     lam = _finite("λ", data.get("lam"))
     if lam != problem.lam:
         raise OptimumRejected(f"λ = {lam!r} is not the problem's {problem.lam!r}")
+    l1 = _finite("σ (l1)", data.get("l1", 0.0), nonnegative=True)  # entries before ℓ1: 0
+    if l1 != problem.l1:
+        raise OptimumRejected(f"σ = l1 = {l1!r} is not the problem's {problem.l1!r}")
     best_dual = data.get("best_dual")
     if best_dual is not None:
         try:
@@ -165,6 +176,7 @@ def _checked(data: Any, problem: CRFProblem, source: str) -> ReferenceOptimum:
                 "seconds": float(values.get("seconds", 0.0)),
                 "problem": str(values.get("problem", problem.name)),
                 "lam": lam,
+                "l1": l1,
                 "source": source,
             }
         )
@@ -182,7 +194,7 @@ def _verify_weights(ref: ReferenceOptimum, problem: CRFProblem, w: np.ndarray) -
     if w.shape != (problem.dim,) or not np.all(np.isfinite(w)):
         raise OptimumRejected(f"w_ref has shape {w.shape} or non-finite entries")
     value, grad = Evaluator(problem).value_and_gradient(w)
-    cert = float(grad @ grad) / (2.0 * problem.lam)
+    cert = gap_from_gradient(problem, w, grad)
     if not math.isclose(value, ref.p_star, rel_tol=1e-9, abs_tol=1e-12):
         raise OptimumRejected(f"P(w_ref) = {value!r}, but the stored P* is {ref.p_star!r}")
     slack = 1e-14 * max(1.0, abs(value))
@@ -238,8 +250,11 @@ def shipped_optimum(problem: CRFProblem) -> ReferenceOptimum | None:
 
     An entry that matches but fails its checks (non-finite, negative, above P(0)) is
     reported and ignored; a problem whose data, template, options or λ differ from the
-    table's has another fingerprint and is computed instead.
+    table's has another fingerprint and is computed instead. The table holds pure-ℓ2
+    optima only: a problem with σ > 0 is never looked up (its fingerprint differs too).
     """
+    if problem.l1:
+        return None
     for entry in _shipped_entries():
         if entry.get("fingerprint") != problem.fingerprint:
             continue
@@ -294,11 +309,31 @@ def compute_optimum(
     scipy stops when its line search can no longer decrease P in floating point; the
     search is then restarted from the current point (fresh memory) as long as the
     certificate keeps improving. Evaluations are uncounted (this is not a benchmark).
-    Returns the optimum and w_ref.
+    With σ > 0, P is not differentiable: scipy minimizes the smooth split form
+    P(u − v) over u, v ≥ 0 (σ‖u − v‖₁ replaced by σΣ(u + v), equal at the solution,
+    where no coordinate has both u_j and v_j positive), and the certificate is the
+    elastic-net gap of w = u − v. Returns the optimum and w_ref.
     """
     t0 = time.perf_counter()
-    w = problem.zeros()
+    d = problem.dim
+    split = problem.l1 > 0
+    w = np.zeros(2 * d) if split else problem.zeros()  # scipy's variable: w or (u, v)
     ev = Evaluator(problem)
+
+    def weights(x: np.ndarray) -> np.ndarray:
+        return x[:d] - x[d:] if split else x
+
+    def evaluate(x: np.ndarray) -> tuple[float, np.ndarray, float]:
+        """scipy's (value, gradient) at x and the certificate of weights(x)."""
+        wx = weights(x)
+        value, grad = ev.value_and_gradient(wx)
+        cert = gap_from_gradient(problem, wx, grad)
+        if split:
+            sigma = problem.l1
+            value += sigma * float(x.sum() - np.abs(wx).sum())  # σΣ(u+v) for σ‖u−v‖₁
+            grad = np.concatenate([grad + sigma, sigma - grad])
+        return value, grad, cert
+
     evaluations = 0
     iterations = 0
 
@@ -313,8 +348,8 @@ def compute_optimum(
     def fun(x: np.ndarray) -> tuple[float, np.ndarray]:
         nonlocal evaluations
         evaluations += 1
-        value, grad = ev.value_and_gradient(x)
-        last.update(x=x.copy(), value=value, cert=float(grad @ grad) / (2.0 * problem.lam))
+        value, grad, cert = evaluate(x)
+        last.update(x=x.copy(), value=value, cert=cert)
         return value, grad
 
     def step(xk: np.ndarray) -> None:
@@ -337,6 +372,7 @@ def compute_optimum(
             jac=True,
             method="L-BFGS-B",
             callback=step,
+            bounds=[(0.0, None)] * (2 * d) if split else None,
             options={
                 "maxcor": memory,
                 "maxiter": maxiter - iterations,
@@ -346,8 +382,7 @@ def compute_optimum(
             },
         )
         iterations = start + int(res.nit)
-        value, grad = ev.value_and_gradient(res.x)
-        cert = float(grad @ grad) / (2.0 * problem.lam)
+        value, _, cert = evaluate(res.x)
         if progress is not None and iterations != last["reported"]:
             last["reported"] = iterations
             progress(iterations, value, cert)
@@ -356,6 +391,7 @@ def compute_optimum(
             w, best_cert = res.x, cert
         if best_cert <= tol * abs(value) or iterations >= maxiter or not improved:
             break
+    w = weights(w)
     value = ev.primal(w)
     if best_cert > tol * abs(value):
         warnings.warn(
@@ -376,6 +412,7 @@ def compute_optimum(
         fingerprint=problem.fingerprint,
         problem=problem.name,
         lam=problem.lam,
+        l1=problem.l1,
     )
     return ref, w
 

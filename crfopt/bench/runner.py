@@ -531,7 +531,9 @@ def run(
         on_start(dict(meta))
     opt: Optimizer | None = None
     try:
-        reason = spec.cls.decline(run_problem, resolved, limits)
+        # a penalty the optimizer does not handle (ℓ1 for an ℓ2-only method) is refused
+        # like a limit: skipped with the reason, so a grid with --l1 keeps its other runs
+        reason = spec.refusal(run_problem) or spec.cls.decline(run_problem, resolved, limits)
         if reason is not None:
             # Declined before anything was compiled, built or run: one row with zero
             # counters, the reason in the metadata, and no weights.

@@ -27,6 +27,34 @@ import numpy as np
 from crfopt.core.problem import CRFProblem, DualMarginals
 
 CAPABILITIES = frozenset({"stochastic", "has_dual", "line_search", "gap_estimate"})
+#: The penalties a problem's P may hold (``CRFProblem.regularizers``); an optimizer
+#: declares the ones it handles in :attr:`Optimizer.regularizers` (always ``"l2"``).
+REGULARIZERS: tuple[str, ...] = ("l2", "l1")
+
+
+class UnsupportedProblemError(ValueError):
+    """A problem holds a penalty (e.g. ℓ1, σ > 0) the optimizer does not handle."""
+
+
+def regularizer_refusal(
+    name: str, regularizers: tuple[str, ...], problem: CRFProblem
+) -> str | None:
+    """Why an optimizer declaring ``regularizers`` cannot solve ``problem``, or None.
+
+    The one wording of the refusal: the runner stores it as a skipped run's reason, and
+    constructing the optimizer directly raises it (:class:`UnsupportedProblemError`).
+    """
+    missing = [r for r in problem.regularizers if r not in regularizers]
+    if not missing:
+        return None
+    return (
+        f"{name} handles the {'/'.join(regularizers)} penalty only, but problem "
+        f"{problem.name!r} has an ℓ1 weight σ = l1 = {problem.l1:g}; use an optimizer "
+        f"that declares regularizers including {', '.join(map(repr, missing))} (e.g. owlqn; "
+        "`crfopt list optimizers` shows each one's), or σ = 0"
+    )
+
+
 PARAM_TYPES: tuple[type, ...] = (float, int, bool, str)
 
 
@@ -281,7 +309,9 @@ class Optimizer(abc.ABC):
 
     Subclasses set the class attributes :attr:`parameters` (name → :class:`Param`),
     :attr:`capabilities` (``stochastic``, ``has_dual``, ``gap_estimate``,
-    ``line_search``) and :attr:`cost` (declared work per iteration), and implement
+    ``line_search``), :attr:`regularizers` (the penalties it minimizes correctly:
+    ``("l2",)`` by default, ``("l2", "l1")`` for the elastic net, docs/plugins.md
+    "Regularizers") and :attr:`cost` (declared work per iteration), and implement
     :meth:`setup`, :meth:`step` and the :attr:`w` property.
 
     Parameters
@@ -305,11 +335,18 @@ class Optimizer(abc.ABC):
 
     parameters: ClassVar[dict[str, Param]] = {}
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    #: Penalties this optimizer minimizes correctly. The default is ℓ2 only: a method
+    #: written for λ/2‖w‖² would silently minimize the wrong objective (or compute a
+    #: wrong dual) on a problem with σ > 0, so it is refused instead.
+    regularizers: ClassVar[tuple[str, ...]] = ("l2",)
     cost: ClassVar[Cost] = Cost()
 
     def __init__(self, problem: CRFProblem, seed: int = 0, **params: Any) -> None:
         if not isinstance(problem, CRFProblem):
             raise TypeError(f"expected a CRFProblem, got {type(problem).__name__}")
+        refusal = regularizer_refusal(type(self).__name__, tuple(self.regularizers), problem)
+        if refusal is not None:
+            raise UnsupportedProblemError(refusal)
         self.problem = problem
         self.seed = int(seed)
         self.rng = np.random.Generator(np.random.PCG64(self.seed))
@@ -421,6 +458,12 @@ class OptimizerSpec:
         bad_caps = set(self.cls.capabilities) - CAPABILITIES
         if bad_caps:
             raise ValueError(f"{self.name}: unknown capabilities {sorted(bad_caps)}")
+        regs = self.cls.regularizers
+        if not isinstance(regs, tuple) or "l2" not in regs or not set(regs) <= set(REGULARIZERS):
+            raise ValueError(
+                f"{self.name}: regularizers must be a tuple containing 'l2' with values "
+                f"from {', '.join(map(repr, REGULARIZERS))}, got {regs!r}"
+            )
         # Validate the declaration and the variant's own defaults now, so a bad
         # registration fails at load with the optimizer's and parameter's names.
         for pname, param in self.cls.parameters.items():
@@ -437,6 +480,15 @@ class OptimizerSpec:
     @property
     def capabilities(self) -> frozenset[str]:
         return frozenset(self.cls.capabilities)
+
+    @property
+    def regularizers(self) -> tuple[str, ...]:
+        """The penalties the variant handles (``("l2",)`` or ``("l2", "l1")``)."""
+        return tuple(self.cls.regularizers)
+
+    def refusal(self, problem: CRFProblem) -> str | None:
+        """Why this variant cannot solve ``problem`` (a penalty it does not handle), or None."""
+        return regularizer_refusal(self.name, self.regularizers, problem)
 
     def parameters(self) -> dict[str, Param]:
         """Declared parameters with this variant's defaults."""
