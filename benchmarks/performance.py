@@ -85,6 +85,8 @@ EPOCH_TARGETS = {
 TARGETS = {"P1": 1.0, "P2": 50.0, "P3": 0.1, "P4": 4 * 2**30, "P5": 1.7, "threads": 1.7}
 STARTUP_TARGET_S = 0.5
 RELATIVE_TARGET = 1e-4
+#: CRFsuite is single-threaded: wall seconds above this multiple of its CPU seconds = load
+LOADED = 1.25
 
 
 # ----------------------------------------------------------------------------- CRFsuite
@@ -118,7 +120,9 @@ def crfsuite_items(problem, i: int, bias: bool) -> list[dict[str, float]]:
 
 
 def crfsuite_train(problem, path: str, *, bias: bool, tight: bool, max_iterations=None):
-    """Train CRFsuite L-BFGS on the problem's own features; returns (log, seconds)."""
+    """Train CRFsuite L-BFGS on the problem's own features; returns (log, wall seconds,
+    CPU seconds) of the training alone (CRFsuite is single-threaded: on a quiet machine
+    the two agree, and their ratio shows the load)."""
     import pycrfsuite
 
     labels = problem.label_names or [str(k) for k in range(problem.n_labels)]
@@ -139,10 +143,10 @@ def crfsuite_train(problem, path: str, *, bias: bool, tight: bool, max_iteration
     if max_iterations:
         params["max_iterations"] = max_iterations
     tr.set_params(params)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     tr.train(path)
-    seconds = time.perf_counter() - t0
-    return tr.logparser, seconds
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+    return tr.logparser, seconds, cpu
 
 
 def crfsuite_weights(problem, path: str) -> np.ndarray:
@@ -200,10 +204,9 @@ def crfsuite_reference(problem, *, retrain: bool = False) -> dict[str, Any]:
                 return {**stored, "cached": True, "cache_file": str(path)}
             print(f"{path}: another problem or python-crfsuite version; training again")
     print(f"training CRFsuite on {problem.name} (cached in {path} for later runs)", flush=True)
-    c0 = time.process_time()
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
-        log, seconds = crfsuite_train(problem, f"{tmp}/m", bias=True, tight=False)
-    cpu = time.process_time() - c0  # includes appending the items (wall: training alone)
+        log, seconds, cpu = crfsuite_train(problem, f"{tmp}/m", bias=True, tight=False)
     objective = log.last_iteration["loss"] / problem.n
     elapsed, reach = 0.0, math.nan
     for it in log.iterations:
@@ -219,7 +222,9 @@ def crfsuite_reference(problem, *, retrain: bool = False) -> dict[str, Any]:
         "objective": objective,
         "iterations": len(log.iterations),
         "train_s": seconds,
-        "cpu_s_with_appending_items": cpu,
+        "train_cpu_s": cpu,
+        # the 1-minute load average when training started: wall > CPU means a loaded machine
+        "load_average": load,
         "s_to_1e-4_of_its_optimum": reach,
         "measured_at": _now(),
         "machine": machine(),
@@ -296,7 +301,7 @@ def p1(args: argparse.Namespace) -> dict:
         ours = time_full_pass(problem)
     ours_all = time_full_pass(problem)
     with tempfile.TemporaryDirectory() as tmp:
-        log, _ = crfsuite_train(problem, f"{tmp}/m", bias=True, tight=False, max_iterations=30)
+        log, _, _ = crfsuite_train(problem, f"{tmp}/m", bias=True, tight=False, max_iterations=30)
     its = log.iterations
     evals = sum(int(it.get("linesearch_trials", 1)) for it in its)
     theirs = sum(float(it["time"]) for it in its) / evals
@@ -304,7 +309,7 @@ def p1(args: argparse.Namespace) -> dict:
     nb = crfopt.load_problem("ocr", bias=False)
     ref = reference_optimum(nb)
     with tempfile.TemporaryDirectory() as tmp:
-        log_nb, secs_nb = crfsuite_train(nb, f"{tmp}/m", bias=False, tight=True)
+        log_nb, secs_nb, _ = crfsuite_train(nb, f"{tmp}/m", bias=False, tight=True)
         w_cs = crfsuite_weights(nb, f"{tmp}/m")
     p_cs = log_nb.last_iteration["loss"] / nb.n
     return {
@@ -764,7 +769,13 @@ def _p3_section(r: dict, now_machine: str) -> list[str]:
         )
         when = "cached from an earlier run" if cs.get("cached") else "trained in this run"
         other = "" if cs.get("machine") == now_machine else f" on another machine ({cs['machine']})"
-        where.append(f"{_label(name)}: measured {cs['measured_at']}{other} ({when})")
+        loaded = ""
+        if cs.get("train_cpu_s") and cs["train_s"] > LOADED * cs["train_cpu_s"]:
+            loaded = (
+                f", **under load**: {cs['train_s']:.0f} s wall for {cs['train_cpu_s']:.0f} s of CPU"
+                " (rerun with `--retrain-crfsuite` on a quiet machine)"
+            )
+        where.append(f"{_label(name)}: measured {cs['measured_at']}{other} ({when}{loaded})")
     lines += ["", "CRFsuite's figures: " + "; ".join(where) + ".", ""]
     lines += ["Every run (optimizer seconds, passes, reached):", ""]
     for name, e in r["problems"].items():

@@ -32,11 +32,14 @@ def perf():
     return module
 
 
-def crfsuite_entry(objective: float, seconds: float, cached: bool, machine: str) -> dict:
+def crfsuite_entry(
+    objective: float, seconds: float, cpu: float, cached: bool, machine: str
+) -> dict:
     return {
         "objective": objective,
         "iterations": 200,
         "train_s": seconds,
+        "train_cpu_s": cpu,
         "measured_at": "2026-11-20 10:00 UTC",
         "machine": machine,
         "cached": cached,
@@ -90,7 +93,7 @@ def fake_result(machine: str) -> dict:
         "P3": {
             "problems": {
                 "ocr": {
-                    "crfsuite": crfsuite_entry(2.44, 40.0, True, "another box"),
+                    "crfsuite": crfsuite_entry(2.44, 40.0, 39.0, True, "another box"),
                     "crfopt_p_star": 2.4399148,
                     "threads": {
                         "1": {
@@ -102,7 +105,7 @@ def fake_result(machine: str) -> dict:
                     },
                 },
                 "conll2000": {
-                    "crfsuite": crfsuite_entry(0.8587, 350.0, False, machine),
+                    "crfsuite": crfsuite_entry(0.8587, 350.0, 100.0, False, machine),
                     "crfopt_p_star": None,
                     "threads": {
                         "1": {
@@ -160,7 +163,8 @@ def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
     assert row("| CoNLL-2000 | 1500.0 ms |").endswith("| **missed** |")
     # time to target: where and when CRFsuite was measured, cached or not
     assert "OCR: measured 2026-11-20 10:00 UTC on another machine (another box)" in text
-    assert "(cached from an earlier run)" in text and "(trained in this run)" in text
+    assert "(another box) (cached from an earlier run)" in text
+    assert "(trained in this run, **under load**: 350 s wall for 100 s of CPU" in text
     assert "(not reached)" in row("- OCR, 1 thread:")
     # start-up against the 0.5 s target
     assert row("| crfopt --help |").endswith("| met |")
@@ -278,6 +282,7 @@ def test_crfsuite_objective_is_crfopts_and_cached(perf, tmp_path, monkeypatch):
     }
     assert second["fingerprint"] == problem.fingerprint
     assert set(second["versions"]) >= {"python-crfsuite", "crfopt"}
+    assert {"train_s", "train_cpu_s", "load_average", "machine", "measured_at"} <= set(second)
     assert perf.crfsuite_reference(problem, retrain=True)["cached"] is False
     # another λ is another problem: not served from the first one's entry
     assert perf.crfsuite_reference(problem.with_lam(problem.lam * 2))["cached"] is False
