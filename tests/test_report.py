@@ -241,7 +241,7 @@ def test_report_and_reproduce_share_one_analysis_module(monkeypatch):
     reproduce = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, reproduce)  # its dataclasses look it up
     spec.loader.exec_module(reproduce)
-    for name in ("curve_figure", "line_styles", "median_value_at", "median_reach"):
+    for name in ("curve_figure", "line_styles", "spread_value_at", "spread_reach", "format_spread"):
         assert getattr(reproduce, name) is getattr(analysis, name)
     assert (
         report.line_styles is analysis.line_styles and report.curve_figure is analysis.curve_figure
@@ -250,5 +250,74 @@ def test_report_and_reproduce_share_one_analysis_module(monkeypatch):
     df = _trace("oeg", 0, [0.0, 1.0, 3.0], [1.0, 1e-2, 1e-4]).rename(
         columns={"relative_suboptimality": "subopt"}
     )
-    assert reproduce.at(df, "oeg", "subopt", 2.0) == pytest.approx(1e-3)
-    assert reproduce.reach(df, "oeg", 1e-3) == pytest.approx(2.0)
+    assert reproduce.at(df, "oeg", "subopt", 2.0).median == pytest.approx(1e-3)
+    assert reproduce.reach(df, "oeg", 1e-3).median == pytest.approx(2.0)
+
+
+def _three_seeds():
+    return pd.concat(
+        [
+            _trace("a", 0, [0.0, 1.0, 3.0], [1.0, 1e-2, 1e-4]),
+            _trace("a", 1, [0.0, 2.0, 4.0], [1.0, 1e-1, 1e-3]),
+            _trace("a", 2, [0.0, 2.0, 4.0], [1.0, 1e-2, 1e-6]),
+        ]
+    )
+
+
+def test_spreads_are_the_median_and_range_over_seeds():
+    from crfopt.bench.analysis import (
+        Spread,
+        median_reach,
+        median_value_at,
+        spread_reach,
+        spread_value_at,
+    )
+
+    df = _three_seeds()
+    # by hand at x = 2: seed 0 between 1e-2 @1 and 1e-4 @3 → 1e-3; seeds 1, 2 at checkpoints
+    sp = spread_value_at(df, "relative_suboptimality", 2.0)
+    assert (sp.median, sp.low, sp.high, sp.count) == pytest.approx((1e-2, 1e-3, 1e-1, 3))
+    assert sp.median == median_value_at(df, "relative_suboptimality", 2.0, by="seed")
+    # 1e-3 is reached at 2.0 (seed 0), 4.0 (seed 1), and a quarter of the way in log from
+    # 1e-2 @2 to 1e-6 @4 for seed 2: 2.5
+    r = spread_reach(df, "relative_suboptimality", 1e-3)
+    assert (r.median, r.low, r.high) == pytest.approx((2.5, 2.0, 4.0))
+    assert r.median == median_reach(df, "relative_suboptimality", 1e-3, by="seed")
+    never = spread_reach(df, "relative_suboptimality", 1e-6)
+    assert never.high == math.inf and never.median == math.inf
+    assert Spread.of([]).count == 0
+
+
+def test_ratios_pair_seed_k_with_seed_k_and_format_with_their_spread():
+    from crfopt.bench.analysis import Spread, format_spread, spread_ratio
+
+    a = _three_seeds()
+    b = a.assign(relative_suboptimality=a["relative_suboptimality"] / 4.0)
+    b.loc[b["seed"] == 2, "relative_suboptimality"] /= 2.0  # seed 2 of b is 8x lower
+    sp = spread_ratio(a, b, "relative_suboptimality", 2.0)
+    assert (sp.median, sp.low, sp.high, sp.count) == pytest.approx((4.0, 4.0, 8.0, 3))
+    assert format_spread(Spread(3.1, 2.5, 3.8, 3), ratio=True) == "×3.1 [2.5–3.8]"
+    assert format_spread(Spread(1.24e-3, 9.8e-4, 1.5e-3, 5)) == "1.24e-03 [9.80e-04–1.50e-03]"
+    assert format_spread(Spread(0.5, 0.5, 0.5, 1)) == "0.5"  # one run: no range to show
+    assert format_spread(Spread(2.0, 1.5, math.inf, 3)) == "2 [1.5–not reached]"
+
+
+def test_curve_band_puts_runs_on_one_grid():
+    """Seeds whose checkpoints differ still share a median and a band at every x."""
+    from crfopt.bench.analysis import curve_band
+
+    df = pd.concat(
+        [
+            _trace("a", 0, [0.0, 2.0], [1.0, 1e-2]),
+            _trace("a", 1, [1.0, 3.0], [1e-1, 1e-3]),  # starts after init work
+        ]
+    )
+    band = curve_band(df, "effective_passes", "relative_suboptimality").set_index("x")
+    assert list(band.index) == [0.0, 1.0, 2.0, 3.0]
+    # x = 0: only seed 0 had started; x = 1: seed 0 interpolated to 1e-1, seed 1 at 1e-1
+    assert band.loc[0.0, "count"] == 1 and band.loc[0.0, "median"] == 1.0
+    assert band.loc[1.0, ["low", "high"]].tolist() == pytest.approx([1e-1, 1e-1])
+    # x = 2: 1e-2 and seed 1's 10^-2 (halfway in log between 1e-1 and 1e-3)
+    assert band.loc[2.0, "median"] == pytest.approx(1e-2)
+    # x = 3: seed 0 ended at 2 (not within 2 %): only seed 1 is left
+    assert band.loc[3.0, "count"] == 1 and band.loc[3.0, "median"] == pytest.approx(1e-3)

@@ -317,9 +317,18 @@ def format_number(v: float) -> str:
     return f"{v:.3g}"
 
 
-def format_spread(sp: Spread, *, ratio: bool = False, fmt: Any = format_number) -> str:
-    """``1.24e-03 [1.1e-03–1.4e-03]`` (median [min–max] over seeds); ``×3.1 [2.5–3.8]`` for
-    a ratio; just the median for a single run (no spread to show)."""
+def format_spread(sp: Spread, *, ratio: bool = False, fmt: Any = None) -> str:
+    """``1.24e-03 [9.80e-04–1.50e-03]`` (median [min–max] over seeds); ``×3.1 [2.5–3.8]`` for
+    a ratio; just the median for a single run (no spread to show). With the default
+    format the three numbers share one notation (scientific if any of them needs it), so
+    a range reads at a glance."""
+    values = (sp.median, sp.low, sp.high)
+    if fmt is None:
+        finite = [abs(v) for v in values if math.isfinite(v) and v != 0]
+        if any(v >= 100 or v < 1e-3 for v in finite):
+            fmt = lambda v: f"{v:.2e}" if math.isfinite(v) and v != 0 else format_number(v)  # noqa: E731
+        else:
+            fmt = format_number
     head = ("×" if ratio else "") + fmt(sp.median)
     if sp.count <= 1 or math.isnan(sp.median):
         return head
