@@ -326,11 +326,13 @@ class CRF(_Base):
         A registered crfopt variant (``"sdca-gap"``, ``"lbfgs"``, ``"sag-nus-star"``…).
         Default: the one ``algorithm`` maps to, else ``"sdca-gap"``.
     algorithm : {"lbfgs", "l2sgd"}, optional
-        sklearn-crfsuite's name: ``"lbfgs"`` → ``lbfgs``, ``"l2sgd"`` → ``sg``;
+        sklearn-crfsuite's name: ``"lbfgs"`` → ``lbfgs`` (``owlqn`` when c1 > 0, as
+        CRFsuite switches to OWL-QN), ``"l2sgd"`` → ``sg``;
         ``"ap"``, ``"pa"``, ``"arow"`` are refused (no objective to optimize).
     c1 : float, optional
-        CRFsuite's ℓ1 coefficient: only ``None`` or 0 (ℓ1/elastic-net training is not
-        available yet).
+        CRFsuite's ℓ1 coefficient, σ = c1/n (CRFsuite minimizes Σℓᵢ + c1‖w‖₁ + c2‖w‖²;
+        every weight is penalized, transitions and bias included). With c1 > 0 the
+        default optimizer is ``owlqn``; an optimizer that handles ℓ2 only refuses it.
     c2 : float, optional
         CRFsuite's ℓ2 coefficient, λ = 2·c2/n (CRFsuite minimizes Σℓᵢ + c2‖w‖²).
         Give at most one of ``lam``, ``c2``; default λ = 1/n (c2 = 0.5).
@@ -453,6 +455,8 @@ class CRF(_Base):
                     f"crfopt supports; supported values: {', '.join(map(repr, ALGORITHMS))}"
                 )
             mapped = ALGORITHMS[self.algorithm]
+            if mapped == "lbfgs" and self.c1:
+                mapped = "owlqn"  # CRFsuite's lbfgs with c1 > 0 is OWL-QN
         if self.optimizer is not None:
             if mapped is not None and mapped != self.optimizer:
                 raise ValueError(
@@ -460,17 +464,16 @@ class CRF(_Base):
                     f"optimizer={self.optimizer!r} was given: give one of them"
                 )
             return self.optimizer
-        return mapped or "sdca-gap"
+        return mapped or ("owlqn" if self.c1 else "sdca-gap")
 
     def _check_params(self) -> None:
-        if self.c1 is not None:
-            if not (isinstance(self.c1, (int, float)) and self.c1 >= 0):
-                raise ValueError(f"c1 must be a non-negative number, got {self.c1!r}")
-            if self.c1 > 0:
-                raise ValueError(
-                    f"c1={self.c1!r}: ℓ1 / elastic-net training (CRFsuite's c1) is not "
-                    "available in crfopt yet; use c1=0 or None (ℓ2 only, through c2 or lam)"
-                )
+        if self.c1 is not None and not (
+            isinstance(self.c1, (int, float))
+            and not isinstance(self.c1, bool)
+            and math.isfinite(self.c1)
+            and self.c1 >= 0
+        ):
+            raise ValueError(f"c1 must be a finite non-negative number, got {self.c1!r}")
         if self.c2 is not None and not (isinstance(self.c2, (int, float)) and self.c2 > 0):
             raise ValueError(f"c2 must be a positive number, got {self.c2!r}")
         if self.lam is not None and self.c2 is not None:
@@ -581,6 +584,7 @@ class CRF(_Base):
             n_labels=len(classes),
             n_attributes=len(vocab),
             lam=lam,
+            l1=self.c1 / n if self.c1 else 0.0,  # CRFsuite's c1‖w‖₁ over Σℓᵢ: σ = c1/n
             test=dev,
             bias=self.bias,
             label_names=names,
@@ -591,7 +595,7 @@ class CRF(_Base):
         passes: float | None = self.max_passes
         iterations = None
         if self.max_iterations is not None:  # CRFsuite's limit replaces max_passes
-            if optimizer == "lbfgs":
+            if optimizer in ("lbfgs", "owlqn"):
                 passes, iterations = None, int(self.max_iterations)
             else:
                 passes = float(self.max_iterations)
@@ -604,6 +608,11 @@ class CRF(_Base):
             checkpoints = f"every:{UNMONITORED_EVERY:g}"
         else:
             checkpoints = [0.0]  # the start and the state the budget ends at
+        registry = get_registry(self.plugin_dirs)
+        # an ℓ2-only optimizer with c1 > 0: a ValueError naming c1 now, not a skipped run
+        refusal = registry.optimizer(optimizer).refusal(problem)
+        if refusal is not None:
+            raise ValueError(f"c1={self.c1!r}: {refusal}")
         trained = train(
             problem,
             optimizer,
@@ -612,7 +621,7 @@ class CRF(_Base):
             target_gap=target,
             seed=self.seed,
             params=self.optimizer_params,
-            registry=get_registry(self.plugin_dirs),
+            registry=registry,
             on_checkpoint=self._print_checkpoint if self.verbose else None,
             checkpoints=checkpoints,
             metrics=None if monitoring else [],
