@@ -215,7 +215,11 @@ def test_sklearn_crfsuite_arguments():
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"c1": 0.1}, r"c1=0\.1: ℓ1 / elastic-net training .* not available"),
+        ({"c1": -0.1}, r"c1 must be a finite non-negative number, got -0\.1"),
+        (
+            {"c1": 0.1, "optimizer": "sdca-gap"},
+            r"c1=0\.1: sdca-gap handles the l2 penalty only.*owlqn",
+        ),
         ({"algorithm": "ap"}, r"algorithm='ap' .* supported values: 'lbfgs', 'l2sgd'"),
         ({"algorithm": "arow"}, r"algorithm='arow'"),
         ({"algorithm": "bfgs"}, r"algorithm='bfgs' .* supported values"),

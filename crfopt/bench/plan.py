@@ -176,12 +176,14 @@ def run_config(
 
 
 def _check_problem(reg: Registry, prob: str, params: Mapping[str, Any]) -> None:
+    # l1 (σ) is every problem's parameter, applied by load_from after loading (--l1)
+    params = {k: v for k, v in params.items() if k != "l1"}
     if prob in reg.problems:
         unknown = sorted(set(params) - set(reg.problems[prob].defaults))
         if unknown:
             raise ParameterError(
                 f"problem {prob!r}: unknown parameter(s) {', '.join(unknown)}; valid "
-                f"parameters: {', '.join(sorted(reg.problems[prob].defaults))}"
+                f"parameters: {', '.join(sorted([*reg.problems[prob].defaults, 'l1']))}"
             )
     elif is_corpus_path(reg, prob):
         from crfopt.bench.problems import check_corpus_params

@@ -36,12 +36,20 @@ def check_corpus_params(params: Mapping[str, Any]) -> None:
 
 
 def load_from(registry: Registry, name: str | os.PathLike[str], **params: Any) -> CRFProblem:
-    """Build a problem registered in ``registry``, or a user corpus from a file path."""
+    """Build a problem registered in ``registry``, or a user corpus from a file path.
+
+    ``l1`` (σ, the ℓ1 weight; ``--l1`` and ``--set NAME.l1=…``) is every problem's
+    parameter, not a loader's: the data and λ are loaded as usual (and cached as
+    usual), then σ is set with ``CRFProblem.with_regularization``.
+    """
     key = os.fspath(name)
+    l1 = params.pop("l1", None)
     if is_corpus_path(registry, key):
         check_corpus_params(params)
-        return load_corpus(key, **params)
-    return registry.problem(key).create(**params)
+        problem = load_corpus(key, **params)
+    else:
+        problem = registry.problem(key).create(**params)
+    return problem if l1 is None else problem.with_regularization(l1=l1)
 
 
 def load_problem(

@@ -18,8 +18,10 @@ from crfopt.apps.cli.options import (
     corpus_options,
     err_console,
     exit_codes,
+    l1_option,
     plugin_dir_option,
     resolve_sets,
+    with_l1,
 )
 
 
@@ -241,6 +243,7 @@ def _csv_ints(text: str) -> list[int]:
     "exceed it declines the run, stored as 'skipped' (not a failure). Default: no limit.",
 )
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@l1_option
 @corpus_options
 @plugin_dir_option
 def compare_cmd(
@@ -265,6 +268,7 @@ def compare_cmd(
     timeout: float | None,
     max_memory: str | None,
     quiet: bool,
+    l1: float | None,
     corpus: dict[str, Any],
     plugin_dirs: Sequence[str],
 ) -> None:
@@ -313,6 +317,8 @@ def compare_cmd(
             )
         for p in paths:
             problem_params[p] = {**problem_params.get(p, {}), **corpus}
+    if l1 is not None:
+        problem_params = {p: with_l1(problem_params.get(p, {}), l1) for p in problem_list}
     if all(v is None for v in (passes, oracle_calls, updates, seconds)) and (
         target_suboptimality is None and target_gap is None
     ):

@@ -17,9 +17,11 @@ from crfopt.apps.cli.options import (
     err_console,
     exit_codes,
     human_bytes,
+    l1_option,
     load_problem_cli,
     plugin_dir_option,
     resolve_sets,
+    with_l1,
 )
 
 
@@ -55,6 +57,7 @@ from crfopt.apps.cli.options import (
     help="Where to save the model (.crfopt).",
 )
 @click.option("--quiet", is_flag=True, help="No progress lines.")
+@l1_option
 @corpus_options
 @plugin_dir_option
 def train_cmd(
@@ -66,6 +69,7 @@ def train_cmd(
     sets: Sequence[str],
     model_path: str,
     quiet: bool,
+    l1: float | None,
     corpus: dict[str, Any],
     plugin_dirs: Sequence[str],
 ) -> None:
@@ -93,7 +97,7 @@ def train_cmd(
         **problem_sets.get(problem_name, {}),
         **corpus,
     }
-    problem = load_problem_cli(reg, problem_name, params)
+    problem = load_problem_cli(reg, problem_name, with_l1(params, l1))
 
     def progress(row: dict[str, Any]) -> None:
         if quiet:

@@ -34,6 +34,23 @@ plugin_dir_option = click.option(
 )
 
 
+l1_option = click.option(
+    "--l1",
+    "l1",
+    type=click.FloatRange(min=0.0),
+    default=None,
+    metavar="SIGMA",
+    help="ℓ1 weight σ of every problem: P adds σ‖w‖₁ over all weights (elastic net; "
+    "CRFsuite's c1 = σ·n). Only optimizers that handle ℓ1 (owlqn) run; the others are "
+    "skipped with the reason. The same as --set PROBLEM.l1=SIGMA.",
+)
+
+
+def with_l1(params: dict[str, Any], l1: float | None) -> dict[str, Any]:
+    """A problem's parameters with ``--l1`` applied (unchanged when it is not given)."""
+    return params if l1 is None else {**params, "l1": l1}
+
+
 def corpus_options(func: Any) -> Any:
     """--columns/--template/--test/--label/--encoding: how to read a corpus given as a path.
 

@@ -19,9 +19,11 @@ from crfopt.apps.cli.options import (
     err_console,
     exit_codes,
     human_bytes,
+    l1_option,
     load_problem_cli,
     plugin_dir_option,
     resolve_sets,
+    with_l1,
 )
 
 
@@ -243,9 +245,15 @@ def info_cmd(
 @click.option(
     "--tol", type=float, default=1e-10, show_default=True, help="Target certificate gap_P(w)/P(w)."
 )
+@l1_option
 @plugin_dir_option
 def optimum_cmd(
-    problem_name: str, sets: Sequence[str], recompute: bool, tol: float, plugin_dirs: Sequence[str]
+    problem_name: str,
+    sets: Sequence[str],
+    recompute: bool,
+    tol: float,
+    l1: float | None,
+    plugin_dirs: Sequence[str],
 ) -> None:
     """Compute (or show the cached) certified reference optimum P* of a problem.
 
@@ -258,7 +266,7 @@ def optimum_cmd(
 
     reg = build_registry(plugin_dirs)
     problem_sets, _ = resolve_sets(sets, problems=[problem_name])
-    problem = load_problem_cli(reg, problem_name, problem_sets.get(problem_name, {}))
+    problem = load_problem_cli(reg, problem_name, with_l1(problem_sets.get(problem_name, {}), l1))
 
     def progress(it: int, value: float, cert: float) -> None:
         err_console.print(f"[dim]L-BFGS {it} iterations: P = {value:.10g}, gap_P = {cert:.3g}[/]")
@@ -275,6 +283,7 @@ def optimum_cmd(
         ("L-BFGS iterations / evaluations", f"{ref.iterations} / {ref.evaluations}"),
         ("seconds", f"{ref.seconds:.1f}"),
         ("λ", f"{ref.lam:.6g}"),
+        *([("σ (l1)", f"{ref.l1:.6g}")] if ref.l1 else []),
         ("cache", str(_cache_file(problem))),
     ]:
         table.add_row(k, escape(v))
