@@ -51,13 +51,16 @@ TRAJECTORY_METHODS = frozenset({"sg", "asg", "adagrad"})
 #   sdca*    Newton line search on γ, the gap stopping test, and gap-driven sampling
 #            (sdca-max takes an argmax of gaps);
 #   lbfgs    scipy's line search compares function values that agree to 1e-16 once
-#            the gradient is tiny.
+#            the gradient is tiny;
+#   owlqn    its backtracking search accepts on an Armijo comparison of function values
+#            (the same tie once the pseudo-gradient is tiny).
 REPLAY_METHODS = frozenset(
     {
         "lbfgs",
         "oeg",
         "oeg-c0",
         "oeg-norp",
+        "owlqn",
         "sag",
         "sag-nus",
         "sag-nus-star",

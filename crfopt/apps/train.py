@@ -98,12 +98,18 @@ def train(
         metrics=metrics,
     )
     if result.status in ("failed", "diverged", "skipped") or result.w is None:
-        why = result.meta.get("error_summary") or "non-finite weights"
+        # a skipped run says why (e.g. an ℓ2-only optimizer on a problem with σ > 0)
+        why = (
+            result.meta.get("error_summary")
+            or result.meta.get("skip_reason")
+            or "non-finite weights"
+        )
         raise TrainingError(f"training {result.status}: {why}")
     info = {
         **result.summary(),
         "problem": problem.name,
         "lam": problem.lam,
+        "l1": problem.l1,
         "target_gap_relative": target_gap,
     }
     return Trained(Model.from_problem(problem, result.w, info), result, absolute)
