@@ -42,6 +42,7 @@ EXPECTED_FAILURES = {
     "sg": {"check_converges_on_tiny_problem": _SUBLINEAR},
     "asg": {"check_converges_on_tiny_problem": _SUBLINEAR},
     "adagrad": {"check_converges_on_tiny_problem": _SUBLINEAR},
+    "sg-nus": {"check_converges_on_tiny_problem": _SUBLINEAR},
 }
 
 
