@@ -63,6 +63,7 @@ class OEGOptions(NamedTuple):
     grow: float  # η_i ← grow · η_i after an accepted trial
     shrink: float  # η_i ← shrink · η_i after a rejected one
     permute_first: bool  # draw the first epoch from a permutation (SBA15 App. D)
+    linear: bool  # linear marginals from the kernel (opt-in; equal to rounding only)
 
 
 class OEGWork(NamedTuple):
@@ -75,7 +76,8 @@ class OEGWork(NamedTuple):
     ln: np.ndarray  # (L, K) trial log node marginals
     le: np.ndarray  # (L-1, K, K) trial log edge marginals
     nodes_new: np.ndarray  # (L, K) trial node marginals
-    edges_lin: np.ndarray  # ((L-1)·K·K,) trial edge marginals
+    edges_lin: np.ndarray  # (L-1, K, K) trial edge marginals
+    nodes_cur: np.ndarray  # (L, K) node marginals of the current μ_i, once per iteration
     P_new: np.ndarray  # (K, K) their sum over positions
     diff_n: np.ndarray  # (L, K) node part of the weight change
     E_loc: np.ndarray  # (max support, K) emission part of the weight change
@@ -94,7 +96,8 @@ def make_work(max_len: int, K: int, max_support: int) -> OEGWork:
         ln=np.empty((L, K)),
         le=np.empty((E, K, K)),
         nodes_new=np.empty((L, K)),
-        edges_lin=np.empty(E * K * K),
+        edges_lin=np.empty((E, K, K)),
+        nodes_cur=np.empty((L, K)),
         P_new=np.empty((K, K)),
         diff_n=np.empty((L, K)),
         E_loc=np.empty((max_support, K)),
@@ -121,41 +124,58 @@ def _trial_scores(data, st, c_init, wk, i, T, K, keep, e_i):
 
 
 @jit(inline=True)
-def _trial_entropy(data, counters, wk, i, T, K):
+def _trial_entropy(data, counters, wk, i, T, K, linear):
     """One counted oracle call on the trial scores: fills the trial marginals (wk.ln,
-    wk.le, wk.nodes_new, wk.edges_lin, wk.P_new) and returns H' = log Z' - ⟨θ', μ'⟩."""
+    wk.le, wk.nodes_new, wk.edges_lin, wk.P_new) and returns H' = log Z' - ⟨θ', μ'⟩.
+
+    Default: the linear marginals are exp of the log-marginals (vector exp for the
+    edges, libm for the nodes), bit for bit what every earlier release computed: the
+    accept test ``gain >= 0`` is decided by rounding once a block has converged, so any
+    other rounding changes which trials are accepted. ``linear`` (the opt-in
+    ``linear_marginals``) takes them from the kernel instead, as products of its scaled
+    messages: no exp at all, same values to rounding, different accept decisions at ties.
+    P' and ⟨θ', μ'⟩ share one sweep of the edges (same summation order as two sweeps).
+    """
     t_n, t_e, ln, le, edges_lin, P_new = wk.t_n, wk.t_e, wk.ln, wk.le, wk.edges_lin, wk.P_new
     nodes_new = wk.nodes_new
-    KK = K * K
-    log_z = kernels.oracle_scores(data, counters, i, t_n[:T], t_e[: T - 1], ln, le)
-    vexp(le.reshape(le.shape[0] * KK), edges_lin, (T - 1) * KK)
-    for k in range(K):
-        for l in range(K):
-            P_new[k, l] = 0.0
-    for t in range(T - 1):
-        base = t * KK
-        for k in range(K):
-            for l in range(K):
-                P_new[k, l] += edges_lin[base + k * K + l]
+    E = T - 1
+    if linear:
+        log_z = kernels.oracle_scores_marginals(
+            data, counters, i, t_n[:T], t_e[:E], ln, le, nodes_new, edges_lin
+        )
+    else:
+        log_z = kernels.oracle_scores(data, counters, i, t_n[:T], t_e[:E], ln, le)
+        KK = K * K
+        vexp(le.reshape(le.shape[0] * KK), edges_lin.reshape(edges_lin.shape[0] * KK), E * KK)
+        for t in range(T):
+            for k in range(K):
+                nodes_new[t, k] = math.exp(ln[t, k])
     inner = 0.0
     for t in range(T):
         for k in range(K):
-            p = math.exp(ln[t, k])
-            nodes_new[t, k] = p
-            inner += t_n[t, k] * p
-    for t in range(T - 1):
-        base = t * KK
+            inner += t_n[t, k] * nodes_new[t, k]
+    for k in range(K):
+        for l in range(K):
+            P_new[k, l] = 0.0
+    for t in range(E):
         for k in range(K):
             for l in range(K):
-                inner += t_e[t, k, l] * edges_lin[base + k * K + l]
+                p = edges_lin[t, k, l]
+                P_new[k, l] += p
+                inner += t_e[t, k, l] * p
     return log_z - inner
 
 
 @jit(inline=True)
-def _trial_gain(data, st, lam_n, wk, i, T, K, h_new):
+def _trial_gain(data, st, lam_n, wk, i, T, K, h_new, linear):
     """n × the dual change of the trial; leaves dw = (E_{μ_i}F - E_{μ'}F)/(λn) on the
-    sequence's support in wk.E_loc, wk.d_trans."""
-    s0 = data.offsets[i]
+    sequence's support in wk.E_loc, wk.d_trans. wk.nodes_cur holds μ_i's node marginals.
+
+    With ``linear`` (opt-in, see :func:`_trial_entropy`), ⟨w, dw⟩'s emission part is
+    ⟨θ(w; x_i), D⟩ with D the node-marginal difference (⟨W_E, Xᵀ D⟩ = ⟨X W_E, D⟩): T·K
+    terms from the scores wk.s_w at hand instead of a gather of every support row of w;
+    equal to rounding, so off by default for the same reason.
+    """
     diff_n, E_loc, d_trans, nodes_new, P_new = (
         wk.diff_n,
         wk.E_loc,
@@ -163,10 +183,11 @@ def _trial_gain(data, st, lam_n, wk, i, T, K, h_new):
         wk.nodes_new,
         wk.P_new,
     )
-    mu_n, P = st.mu_n, st.P
+    nodes_cur, s_w, W_T, P = wk.nodes_cur, wk.s_w, wk.W_T, st.P
+    wdw = 0.0
     for t in range(T):
         for k in range(K):
-            diff_n[t, k] = (math.exp(mu_n[s0 + t, k]) - nodes_new[t, k]) / lam_n
+            diff_n[t, k] = (nodes_cur[t, k] - nodes_new[t, k]) / lam_n
     kernels.expected_emission(data, i, diff_n, E_loc)
     lo, hi = kernels.support_bounds(data, i)
     sq = 0.0
@@ -177,8 +198,24 @@ def _trial_gain(data, st, lam_n, wk, i, T, K, h_new):
         for l in range(K):
             d_trans[k, l] = (P[i, k, l] - P_new[k, l]) / lam_n
             sq += d_trans[k, l] * d_trans[k, l]
-    wdw = kernels.dot_local(data, i, st.w, E_loc, d_trans)
+    if linear:
+        for t in range(T):
+            for k in range(K):
+                wdw += s_w[t, k] * diff_n[t, k]
+        for k in range(K):
+            for l in range(K):
+                wdw += W_T[k, l] * d_trans[k, l]
+    else:
+        wdw = kernels.dot_local(data, i, st.w, E_loc, d_trans)
     return (h_new - st.H[i]) - 0.5 * lam_n * (2.0 * wdw + sq)
+
+
+@jit(inline=True)
+def _current_nodes(mu_n, nodes_cur, s0, T, K):
+    """nodes_cur[:T] = exp of μ_i's log node marginals (rows s0 … s0+T-1 of mu_n)."""
+    for t in range(T):
+        for k in range(K):
+            nodes_cur[t, k] = math.exp(mu_n[s0 + t, k])
 
 
 @jit(inline=True)
@@ -223,13 +260,15 @@ def _oeg_block(data, counters, st, first, later, u_rand, k_iters, opts, wk):
         T = data.offsets[i + 1] - data.offsets[i]
         kernels.unary_scores(data, i, st.w, wk.s_w)  # scores, not an oracle call
         wk.W_T[:, :] = kernels.transition_matrix(data, st.w)
+        # μ_i's node marginals: fixed until a trial is accepted, so once per iteration
+        _current_nodes(st.mu_n, wk.nodes_cur, data.offsets[i], T, K)
         max_trials = opts.trials_first if first_epoch else opts.trials_later
         for _trial in range(max_trials):
             e_i = st.eta[i]
             keep = 1.0 - e_i
             rho_new = _trial_scores(data, st, opts.c_init, wk, i, T, K, keep, e_i)
-            h_new = _trial_entropy(data, counters, wk, i, T, K)
-            gain = _trial_gain(data, st, opts.lam_n, wk, i, T, K, h_new)
+            h_new = _trial_entropy(data, counters, wk, i, T, K, opts.linear)
+            gain = _trial_gain(data, st, opts.lam_n, wk, i, T, K, h_new, opts.linear)
             if gain >= 0.0:  # ties accepted: an optimal block stops burning oracle calls
                 _accept(data, st, wk, i, T, K, keep, e_i, rho_new, h_new)
                 st.eta[i] = e_i * opts.grow
@@ -267,6 +306,12 @@ class OEG(crfopt.Optimizer):
         "step_shrink": crfopt.Param(
             0.5, float, "η_i ← shrink · η_i after a failure", low=0.0, high=1.0
         ),
+        "linear_marginals": crfopt.Param(
+            False,
+            bool,
+            "trial marginals as products of the kernel's messages, not exp of logs: "
+            "cheaper, equal to rounding, but rounding decides accepts at ties",
+        ),
     }
     capabilities = frozenset({"stochastic", "has_dual"})
     cost = crfopt.Cost(oracle_calls=(1, 20), updates=(0, 1), init_passes=1.0)  # gibbs μ⁰
@@ -284,7 +329,7 @@ class OEG(crfopt.Optimizer):
         L = int(kd.max_len)
         E = max(L - 1, 1)
         support = int(kd.n_attributes) if kd.dense else int(np.diff(kd.support_ptr).max())
-        work = 4 * E * K * K + 7 * L * K + 3 * K * K + support * K
+        work = 4 * E * K * K + 8 * L * K + 3 * K * K + support * K
         return int(
             problem.dual_memory(8) + 8 * (N * K + 2 * n * K * K + 2 * problem.dim + 4 * n + work)
         )
@@ -341,6 +386,7 @@ class OEG(crfopt.Optimizer):
             grow=prm["step_growth"],
             shrink=prm["step_shrink"],
             permute_first=prm["first_pass_permutation"],
+            linear=prm["linear_marginals"],
         )
 
     @property

@@ -136,3 +136,95 @@ def test_sg_family_decreases_the_objective(small, w_star, variant):
 def test_constant_step_must_be_stable(small):
     with pytest.raises(crfopt.ParameterError, match="step_size"):
         _make(small.with_lam(small.lam), "sg", schedule="constant", step_size=100.0)
+
+
+# --------------------------------------------------------------------------------------
+# the epoch speed work (issue 19): same bits by default, the opt-in path equal to rounding
+# --------------------------------------------------------------------------------------
+
+
+def _oeg_like_tables(rng, T, K, bonus):
+    """Edge tables as OEG builds them: one K×K table, plus ``bonus`` on the truth entry."""
+    A = rng.normal(size=(K, K))
+    y = rng.integers(0, K, size=T)
+    edges = np.repeat(A[None], T - 1, axis=0)
+    for t in range(T - 1):
+        edges[t, y[t], y[t + 1]] += bonus
+    return edges
+
+
+@pytest.mark.parametrize("bonus", [0.0, 3.0, 40.0, -2.0])
+def test_exp_edges_reuse_gives_the_same_bits(bonus):
+    """_exp_edges copies entries equal to the previous position's instead of taking their
+    exp again; the truth is a vector exp of every shifted entry, compared bit for bit
+    (also on tables with no repetition, and with a NaN)."""
+    jit = pytest.importorskip("crfopt.kernels.jit")
+    if not jit.JIT_ENABLED:
+        pytest.skip("numba kernels only")
+    from crfopt.kernels import _numba
+    from crfopt.kernels.vmath import vexp
+
+    rng = np.random.default_rng(3)
+    cases = [_oeg_like_tables(rng, 9, 5, bonus), rng.normal(size=(6, 4, 4))]
+    nan = _oeg_like_tables(rng, 5, 3, bonus)
+    nan[2, 0, 1] = np.nan
+    cases.append(nan)
+    for edges in cases:
+        P, K = edges.shape[0], edges.shape[1]
+        mx = np.array([np.max(e) for e in edges])
+        shifted = np.ascontiguousarray((edges - mx[:, None, None]).reshape(-1))
+        want = np.empty_like(shifted)
+        vexp(shifted, want, shifted.size)
+        E, ET, mT = np.empty((P, K, K)), np.empty((P, K, K)), np.empty(P)
+        _numba._exp_edges(edges, P + 1, K, E, ET, mT)
+        if np.isnan(edges).any():
+            assert np.isnan(E[2]).any()
+            mask = ~np.isnan(want)
+            np.testing.assert_array_equal(E.reshape(-1)[mask], want[mask])
+        else:
+            np.testing.assert_array_equal(E.reshape(-1), want)
+            np.testing.assert_array_equal(mT, mx)
+        np.testing.assert_array_equal(ET, E.transpose(0, 2, 1))
+
+
+def test_oracle_scores_marginals_are_the_exp_of_the_log_marginals(small):
+    """The opt-in OEG path's kernel: linear marginals equal exp of oracle_scores' log
+    marginals (to rounding), it counts one oracle call, and log Z / logs are the same."""
+    from crfopt import kernels
+
+    p = small.with_lam(small.lam)
+    data, counters = p.data, p.counters.array
+    rng = np.random.default_rng(5)
+    K = p.n_labels
+    for i in (0, 3, 7):
+        T = int(data.offsets[i + 1] - data.offsets[i])
+        unary = rng.normal(size=(T, K))
+        edges = _oeg_like_tables(rng, T, K, 10.0)
+        ln, le = np.empty((T, K)), np.empty((max(T - 1, 1), K, K))
+        log_z = kernels.oracle_scores(data, counters, i, unary, edges, ln, le)
+        ln2, le2 = np.empty_like(ln), np.empty_like(le)
+        nodes, lin = np.empty_like(ln), np.empty_like(le)
+        before = int(counters[kernels.ORACLE_CALLS])
+        log_z2 = kernels.oracle_scores_marginals(
+            data, counters, i, unary, edges, ln2, le2, nodes, lin
+        )
+        assert int(counters[kernels.ORACLE_CALLS]) == before + 1
+        assert log_z2 == pytest.approx(log_z, rel=1e-14)
+        np.testing.assert_allclose(ln2, ln, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(nodes, np.exp(ln), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(lin[: T - 1], np.exp(le[: T - 1]), rtol=1e-12, atol=1e-15)
+
+
+def test_oeg_linear_marginals_option_converges(small, w_star):
+    """The opt-in path (cheaper, rounding-level different accept decisions) still solves the
+    problem: same duality-gap target as the default."""
+    p = small.with_lam(small.lam)
+    res = crfopt.run(
+        p,
+        "oeg",
+        params={"linear_marginals": True},
+        budget=crfopt.Budget(passes=800, target_gap=1e-6),
+        checkpoints="every:10",
+    )
+    assert res.status == "converged", res.trace["duality_gap"].iloc[-1]
+    assert np.linalg.norm(res.w - w_star) <= np.sqrt(2 * 1e-6 / p.lam)

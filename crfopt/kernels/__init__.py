@@ -30,6 +30,9 @@ Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, docs/algori
     forward recursion only.
 ``oracle_scores(data, counters, i, unary, edges, log_nodes, log_edges) -> log_z``
     on arbitrary score tables (unary T×K, edges (T-1)×K×K).
+``oracle_scores_marginals(data, counters, i, unary, edges, log_nodes, log_edges, nodes,``
+``lin_edges) -> log_z``
+    the same with the linear marginals too (OEG's trials).
 ``forward_scores(data, counters, i, unary, trans) -> log_z``
     forward only, on score tables with shared transitions (SAG's line-search trials).
 
@@ -73,6 +76,7 @@ oracle_sums = _impl.oracle_sums
 oracle_sums_scores = _impl.oracle_sums_scores
 forward = _impl.forward
 oracle_scores = _impl.oracle_scores
+oracle_scores_marginals = _impl.oracle_scores_marginals
 forward_scores = _impl.forward_scores
 
 unary_scores = _impl.unary_scores
@@ -114,6 +118,7 @@ __all__ = [
     "oracle",
     "oracle_marginals",
     "oracle_scores",
+    "oracle_scores_marginals",
     "oracle_sums",
     "oracle_sums_scores",
     "support_bounds",

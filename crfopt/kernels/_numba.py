@@ -171,16 +171,42 @@ def _exp_transitions(trans, K, E, ET):
 
 @numba.njit(**_FAST)
 def _exp_edges(edges, T, K, E, ET, mT):
-    """Per-position E_t = exp(θ_t - max θ_t) and transposes for (T-1, K, K) edge tables."""
+    """Per-position E_t = exp(θ_t - max θ_t) and transposes for (T-1, K, K) edge tables.
+
+    An entry whose shifted score equals the previous position's is copied from there,
+    not exponentiated again: OEG's tables are one K×K table plus a bonus on the
+    ground-truth entry, so consecutive positions differ in at most two entries. The
+    vector exp is elementwise, so the copies are the same bits it would return.
+    """
     P = T - 1
-    shifted = np.empty(max(P, 1) * K * K)
+    KK = K * K
+    shifted = np.empty(max(P, 1) * KK)
+    fresh = np.empty(max(P, 1) * KK)  # shifted scores that need an exp, in order
+    n_fresh = 0
     for t in range(P):
         mx, _ = _trans_span(edges[t], K)
         mT[t] = mx
         for k in range(K):
             for l in range(K):
-                shifted[(t * K + k) * K + l] = edges[t, k, l] - mx
-    vexp(shifted, E.reshape(E.shape[0] * K * K), P * K * K)
+                j = (t * K + k) * K + l
+                v = edges[t, k, l] - mx
+                shifted[j] = v
+                if t == 0 or v != shifted[j - KK]:
+                    fresh[n_fresh] = v
+                    n_fresh += 1
+    Ef = E.reshape(E.shape[0] * KK)
+    if n_fresh == P * KK:
+        vexp(shifted, Ef, P * KK)
+    else:
+        vals = np.empty(max(n_fresh, 1))
+        vexp(fresh, vals, n_fresh)
+        q = 0
+        for j in range(P * KK):
+            if j < KK or shifted[j] != shifted[j - KK]:
+                Ef[j] = vals[q]
+                q += 1
+            else:
+                Ef[j] = Ef[j - KK]
     for t in range(P):
         for k in range(K):
             for l in range(K):
@@ -639,6 +665,25 @@ def oracle_scores(data, counters, i, unary, edges, log_nodes, log_edges):
     if T == 1:
         return chain_log_marginals(unary, np.zeros((1, K, K)), True, T, K, log_nodes, log_edges)
     return chain_log_marginals(unary, edges, False, T, K, log_nodes, log_edges)
+
+
+@numba.njit(**_NJIT)
+def oracle_scores_marginals(
+    data, counters, i, unary, edges, log_nodes, log_edges, nodes, lin_edges
+):
+    """:func:`oracle_scores` with the linear marginals too: nodes into ``nodes[:T]``, edges
+    into ``lin_edges[:T-1]`` (on the scaled path products of the messages, no exp; OEG's
+    trials need both forms and took an exp of every edge entry otherwise)."""
+    counters[ORACLE_CALLS] += 1
+    data.audit[0] += 1
+    T = data.offsets[i + 1] - data.offsets[i]
+    K = data.n_labels
+    if T == 1:
+        one = np.zeros((1, K, K))
+        return _chain_marginals(
+            unary, one, True, T, K, log_nodes, log_edges, True, nodes, lin_edges
+        )
+    return _chain_marginals(unary, edges, False, T, K, log_nodes, log_edges, True, nodes, lin_edges)
 
 
 @numba.njit(**_NJIT)

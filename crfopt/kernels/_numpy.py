@@ -214,6 +214,17 @@ def oracle_scores(data, counters, i, unary, edges, log_nodes, log_edges):
     return chain_log_marginals(unary, edges, False, T, K, log_nodes, log_edges)
 
 
+def oracle_scores_marginals(
+    data, counters, i, unary, edges, log_nodes, log_edges, nodes, lin_edges
+):
+    log_z = oracle_scores(data, counters, i, unary, edges, log_nodes, log_edges)
+    T = int(data.offsets[i + 1] - data.offsets[i])
+    nodes[:T] = np.exp(log_nodes[:T])
+    if T > 1:
+        lin_edges[: T - 1] = np.exp(log_edges[: T - 1])
+    return log_z
+
+
 def forward_scores(data, counters, i, unary, trans):
     counters[FORWARD_CALLS] += 1
     data.audit[0] += 1
@@ -372,6 +383,12 @@ def batch_value_grad(data, tr, w, want_grad, grad_out):
         batch_expected_emission(data, tr, nodes, grad_out[: A * K].reshape(A, K))
         grad_out[A * K :] = GT.ravel()
     return total
+
+
+def finish_gradient(grad, truth, w, lam, n):
+    grad -= truth
+    grad /= n
+    grad += lam * w
 
 
 def batch_log_marginals(data, w, log_nodes, log_edges, logZ):
