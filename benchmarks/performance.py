@@ -30,10 +30,13 @@ machine, one thread each unless said otherwise. Sections (``--only``):
 * startup  ``crfopt --help`` / ``crfopt list`` and the first ``compare`` cold and warm:
            benchmarks/bench_startup.py's measurements, called.
 
-Runtime on a quiet 2-core machine (measured figures in reports/performance.md): epochs
-~15 min, threads ~2 min, P1 ~3 min, P2 ~1 min, P3 ~50 min with CRFsuite's results
-cached (CRFsuite's own training adds ~350 s CoNLL-2000, ~125 s NER-nl, ~40 s OCR and
-longer on POS-EWT the first time), P4 ~5 min, P5 ~2 min, startup ~5 min.
+Runtime on a quiet 2-core machine, estimated from the single figures measured so far
+(pass and epoch times, CRFsuite's training; the loaded development machine gives no
+better): about 2 hours in all. epochs ~20 min (fresh processes, the 'before' tree's
+kernels compiled once; ``--keep DIR`` saves that on reruns), threads ~2 min, P1 ~3 min,
+P2 ~1 min, P3 ~75 min (POS-EWT most of it) plus, the first time only, CRFsuite's own
+training (~40 s OCR, ~350 s CoNLL-2000, ~125 s NER-nl, longer on POS-EWT), P4 ~5 min,
+P5 ~2 min, startup ~5 min (the cold ``compare`` compiles every kernel it runs).
 """
 
 from __future__ import annotations
