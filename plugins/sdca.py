@@ -33,7 +33,7 @@ import numpy as np
 import crfopt
 from crfopt import jit, kernels, samplers
 from crfopt.core import duality
-from crfopt.kernels.vmath import vexp, vlog
+from crfopt.kernels.vmath import exp_scalar, log_scalar, vlog
 from crfopt.optim.dual import initial_dual
 
 
@@ -172,6 +172,63 @@ def _mix(gamma, sc, T, K):
     _mix_table(sc.me_f, sc.de_f, sc.lme_f, sc.lnue_f, sc.xe_f, sc.lxe_f, (T - 1) * K * K, gamma)
 
 
+@jit(fastmath=True)
+def _derivatives_fused(gamma, lna, T, K, mn, dn, lnun, xn, me, de, lnue):
+    """(f'(γ), f''(γ), bad) of :func:`_derivatives` in one pass over the flat tables.
+
+    μ_γ = μ + γδ and its log are formed entry by entry (``log_scalar``, inlined, so the
+    loop vectorizes) and summed at once; only the node entries μ_γ are written (``xn``,
+    the rows' δ_k/μ_k). ``bad`` counts entries μ_γ ≤ _TINY (or NaN), where the log must
+    come from log space: the caller then discards the sums and takes the table path.
+    """
+    TK = T * K
+    bad = 0
+    for j in range(TK):
+        x = mn[j] + gamma * dn[j]
+        xn[j] = x
+        bad += 0 if x > _TINY else 1
+    if bad:
+        return 0.0, 0.0, bad
+    d1 = -lna * gamma
+    d2 = -lna
+    if T == 1:
+        for k in range(K):
+            dk = dn[k]
+            x = xn[k]
+            if dk != 0.0:
+                d1 += dk * (lnun[k] - log_scalar(x))
+                d2 -= dk * dk / x
+        return d1, d2, 0
+    for j in range(K, (T - 1) * K):  # separators: interior nodes
+        dk = dn[j]
+        term = dk * (lnun[j] - log_scalar(xn[j]))
+        d1 -= term if dk != 0.0 else 0.0
+    for k in range(K):
+        d2 -= dn[k] * dn[k] / xn[k]
+    KK = K * K
+    for t in range(T - 1):  # cliques: edges
+        base = t * KK
+        for k in range(K):
+            ratio = dn[t * K + k] / xn[t * K + k]
+            row = base + k * K
+            acc1 = 0.0
+            acc2 = 0.0
+            bad_row = 0
+            for l in range(K):
+                j = row + l
+                dkl = de[j]
+                x = me[j] + gamma * dkl
+                bad_row += 0 if x > _TINY else 1
+                term = dkl * (lnue[j] - log_scalar(x))
+                acc1 += term if dkl != 0.0 else 0.0
+                r = dkl - ratio * x
+                acc2 += r * r / x
+            d1 += acc1
+            d2 -= acc2
+            bad += bad_row
+    return d1, d2, bad
+
+
 @jit(fastmath=True, inline=True)
 def _derivatives(gamma, sc, T, K, lna):
     """f'(γ) and f''(γ) of the block objective f(γ) = H̃(μ_γ) - λn/2 (γ²a + 2γb).
@@ -180,7 +237,21 @@ def _derivatives(gamma, sc, T, K, lna):
     along δ) - λna (LPL18 eq. 20, App. A.3). The curvature uses the non-negative
     chain-rule form Σ δ_1²/μ_1 + Σ_t Σ_kl (δ_kl - δ_k μ_kl/μ_k)²/μ_kl (§5.4), which
     never subtracts separator terms from clique terms.
+
+    One fused pass (:func:`_derivatives_fused`) unless some entry of μ_γ is tiny; then
+    the tables x, log x are formed (:func:`_mix`, log space where tiny) and summed.
     """
+    d1, d2, bad = _derivatives_fused(
+        gamma, lna, T, K, sc.mn_f, sc.dn_f, sc.lnun_f, sc.xn_f, sc.me_f, sc.de_f, sc.lnue_f
+    )
+    if bad == 0:
+        return d1, d2
+    return _derivatives_tables(gamma, sc, T, K, lna)
+
+
+@jit(fastmath=True, inline=True)
+def _derivatives_tables(gamma, sc, T, K, lna):
+    """:func:`_derivatives` through the tables x = μ_γ and lx = log μ_γ (:func:`_mix`)."""
     _mix(gamma, sc, T, K)
     # locals, not tuple fields, inside loops (each field read costs a reference count)
     dn, xn, lnun, lxn = sc.dn, sc.xn, sc.lnun, sc.lxn
@@ -320,21 +391,45 @@ def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K):
     return 0.5 * (lo + hi), evals
 
 
+@jit
+def _load_tables(src_n, src_e, s, es, T, K, lmn, mn, lme, me):
+    """Copy μ_i's logs from storage (float64 or float32) and exponentiate them, in one
+    pass (``exp_scalar``, inlined, so the loop vectorizes; no work arrays allocated)."""
+    TK = T * K
+    KK = K * K
+    bad = 0
+    for t in range(T):
+        row = src_n[s + t]
+        for k in range(K):
+            v = np.float64(row[k])
+            lmn[t * K + k] = v
+            mn[t * K + k] = exp_scalar(v)
+            bad += 0 if (v >= -708.0 and v < 709.0) else 1
+    for t in range(T - 1):
+        table = src_e[es + t]
+        for k in range(K):
+            row = table[k]
+            base = t * KK + k * K
+            for l in range(K):
+                v = np.float64(row[l])
+                lme[base + l] = v
+                me[base + l] = exp_scalar(v)
+                bad += 0 if (v >= -708.0 and v < 709.0) else 1
+    if bad:  # exp(-inf) = 0 and the subnormal range: libm, as vexp's fix-up does
+        for j in range(TK):
+            v = lmn[j]
+            if not (v >= -708.0 and v < 709.0):
+                mn[j] = math.exp(v)
+        for j in range((T - 1) * KK):
+            v = lme[j]
+            if not (v >= -708.0 and v < 709.0):
+                me[j] = math.exp(v)
+
+
 @jit(inline=True)
 def _load(src_n, src_e, s, es, T, K, sc):
     """Copy μ_i from storage (float64 or float32) and exponentiate it."""
-    ln = sc.lmn_f
-    le = sc.lme_f
-    KK = K * K
-    for t in range(T):
-        for k in range(K):
-            ln[t * K + k] = src_n[s + t, k]
-    for t in range(T - 1):
-        for k in range(K):
-            for l in range(K):
-                le[t * KK + k * K + l] = src_e[es + t, k, l]
-    vexp(ln, sc.mn_f, T * K)
-    vexp(le, sc.me_f, (T - 1) * KK)
+    _load_tables(src_n, src_e, s, es, T, K, sc.lmn_f, sc.mn_f, sc.lme_f, sc.me_f)
 
 
 @jit(inline=True)
@@ -360,14 +455,55 @@ def _block_gaps(data, counters, st, sc, i, T, K):
     s = data.offsets[i]
     _load(st.mu_n, st.mu_e, s, s - i, T, K, sc)
     kernels.oracle_marginals(data, counters, i, st.w, sc.lnun, sc.lnue, sc.nun, sc.nue)
-    dn_f, de_f, nun_f, nue_f, mn_f, me_f = sc.dn_f, sc.de_f, sc.nun_f, sc.nue_f, sc.mn_f, sc.me_f
-    for j in range(T * K):
-        dn_f[j] = nun_f[j] - mn_f[j]
-    for j in range((T - 1) * K * K):
-        de_f[j] = nue_f[j] - me_f[j]
-    g_i = kernels.chain_kl_linlog(sc.mn, sc.me, sc.lmn, sc.lme, sc.lnun, sc.lnue, T, K)
-    r_i = kernels.chain_kl_linlog(sc.nun, sc.nue, sc.lnun, sc.lnue, sc.lmn, sc.lme, T, K)
+    g_i, r_i = _delta_kls(
+        T,
+        K,
+        sc.mn_f,
+        sc.lmn_f,
+        sc.nun_f,
+        sc.lnun_f,
+        sc.dn_f,
+        sc.me_f,
+        sc.lme_f,
+        sc.nue_f,
+        sc.lnue_f,
+        sc.de_f,
+    )
     return (g_i if g_i > 0.0 else 0.0), (r_i if r_i > 0.0 else 0.0)
+
+
+@jit(fastmath=True)
+def _delta_kls(T, K, mn, lmn, nun, lnun, dn, me, lme, nue, lnue, de):
+    """δ = ν - μ into ``dn``/``de`` and (D̃(μ‖ν), D̃(ν‖μ)) in one pass over the tables.
+
+    The chain-rule forms of ``kernels.chain_kl_linlog`` (§5.3): both KLs share the
+    conditional log-ratio of each entry, D̃(ν‖μ)'s being its negation.
+    """
+    g = 0.0
+    r = 0.0
+    for j in range(T * K):
+        dn[j] = nun[j] - mn[j]
+    for k in range(K):
+        dl = lmn[k] - lnun[k]
+        m = mn[k]
+        nu = nun[k]
+        g += m * dl if m > 0.0 else 0.0
+        r -= nu * dl if nu > 0.0 else 0.0
+    KK = K * K
+    for t in range(T - 1):
+        for k in range(K):
+            rm = lmn[t * K + k]
+            rn = lnun[t * K + k]
+            row = t * KK + k * K
+            for l in range(K):
+                j = row + l
+                m = me[j]
+                nu = nue[j]
+                de[j] = nu - m
+                dl = (lme[j] - rm) - (lnue[j] - rn)
+                g += m * dl if m > 0.0 else 0.0
+                r -= nu * dl if nu > 0.0 else 0.0
+    return g, r
 
 
 @jit(inline=True)
@@ -426,11 +562,57 @@ def _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b):
     return opts.theory_step
 
 
+@jit(fastmath=True)
+def _commit_fused(gamma, T, K, mn, dn, me, de, xn, lxn, mu_n, mu_e, s, es):
+    """Store log μ_γ (μ_γ = μ + γδ) as sequence i's dual and return (H̃(μ_γ), bad).
+
+    One pass per table: mix, log (``log_scalar``, inlined so the loop vectorizes),
+    store clipped at 0 and the chain-rule entropy of ``kernels.chain_entropy_linlog``.
+    The node tables x, log x are written (the entropy's conditionals need them). ``bad``
+    counts entries μ_γ ≤ _TINY, whose log must come from log space: the caller then
+    redoes the commit through the tables (every stored entry is overwritten).
+    """
+    TK = T * K
+    bad = 0
+    for j in range(TK):
+        x = mn[j] + gamma * dn[j]
+        xn[j] = x
+        lxn[j] = log_scalar(x)
+        bad += 0 if x > _TINY else 1
+    if bad:
+        return 0.0, bad
+    H = 0.0
+    for t in range(T):
+        dst = mu_n[s + t]
+        for k in range(K):
+            v = lxn[t * K + k]
+            dst[k] = v if v < 0.0 else 0.0
+    for k in range(K):
+        H -= xn[k] * lxn[k]
+    KK = K * K
+    for t in range(T - 1):
+        table = mu_e[es + t]
+        for k in range(K):
+            r = lxn[t * K + k]
+            dst = table[k]
+            row = t * KK + k * K
+            acc = 0.0
+            bad_row = 0
+            for l in range(K):
+                x = me[row + l] + gamma * de[row + l]
+                lx = log_scalar(x)
+                bad_row += 0 if x > _TINY else 1
+                dst[l] = lx if lx < 0.0 else 0.0
+                acc += x * (lx - r)
+            H -= acc
+            bad += bad_row
+    return H, bad
+
+
 @jit(inline=True)
-def _commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_dir):
-    """μ_i ← (1-γ) μ_i + γ ν_i (stored as logs, exact at γ ∈ {0, 1}), w += γv, totals."""
-    s = data.offsets[i]
-    es = s - i
+def _commit_tables(st, sc, s, es, T, K, gamma):
+    """:func:`_commit_fused` through the tables x = μ_γ, lx = log μ_γ (:func:`_mix`, log
+    space where μ_γ is tiny); returns H̃(μ_γ)."""
     mu_n, mu_e, lxn, lxe = st.mu_n, st.mu_e, sc.lxn, sc.lxe
     _mix(gamma, sc, T, K)
     for t in range(T):
@@ -442,10 +624,34 @@ def _commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_dir):
             for l in range(K):
                 v = lxe[t, k, l]
                 mu_e[es + t, k, l] = v if v < 0.0 else 0.0
+    return kernels.chain_entropy_linlog(sc.xn, sc.xe, lxn, lxe, T, K)
+
+
+@jit(inline=True)
+def _commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_dir):
+    """μ_i ← (1-γ) μ_i + γ ν_i (stored as logs, exact at γ ∈ {0, 1}), w += γv, totals."""
+    s = data.offsets[i]
+    es = s - i
+    h_new, bad = _commit_fused(
+        gamma,
+        T,
+        K,
+        sc.mn_f,
+        sc.dn_f,
+        sc.me_f,
+        sc.de_f,
+        sc.xn_f,
+        sc.lxn_f,
+        st.mu_n,
+        st.mu_e,
+        s,
+        es,
+    )
+    if bad:  # some entry of μ_γ is tiny: its log comes from log space (_mix)
+        h_new = _commit_tables(st, sc, s, es, T, K, gamma)
     if gamma != 0.0:
         kernels.add_local(data, i, st.w, gamma, E_loc, trans_dir)
     st.w_sq[0] += gamma * gamma * a + 2.0 * gamma * b
-    h_new = kernels.chain_entropy_linlog(sc.xn, sc.xe, lxn, lxe, T, K)
     st.entropy_sum[0] += h_new - st.entropies[i]
     st.entropies[i] = h_new
 

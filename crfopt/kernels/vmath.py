@@ -12,6 +12,14 @@ correct everywhere.
 ``vlog(x, out, n)`` and ``vexp(x, out, n)`` act on the first ``n`` entries of flat
 C-contiguous float64 arrays. With ``CRFOPT_DISABLE_JIT=1`` they are ``numpy.log`` /
 ``numpy.exp``.
+
+``log_scalar(x)`` and ``exp_scalar(x)`` are the same computations on one number, for
+compiled loops that fuse a log or exp with their own arithmetic (SDCA's line search
+takes log(μ + γδ) and sums its terms in one pass, without writing the logs out): LLVM
+inlines them and vectorizes the caller's loop. They are bit-identical to ``vlog`` /
+``vexp`` where they are valid — log: positive normal x; exp: -708 ≤ x < 709 — and the
+caller must check its entries against that range (as ``vlog``/``vexp`` do with their
+fix-up pass), since a branch to libm inside the loop would stop the vectorization.
 """
 
 from __future__ import annotations
@@ -51,30 +59,32 @@ if JIT_ENABLED:
     }
 
     @numba.njit(**_VEC)
-    def _log_split(x, mant, expo, n):
-        xw = x.view(np.int32)  # little-endian: word 2j+1 is the high word
-        mw = mant.view(np.int32)
-        for j in range(n):
-            hx = xw[2 * j + 1]
-            m = hx & 0x000FFFFF
-            # fdlibm: move the mantissa into [sqrt(2)/2, sqrt(2)) and adjust the exponent
-            i = (m + 0x95F64) & 0x100000
-            expo[j] = (hx >> 20) - 1023 + (i >> 20)
-            mw[2 * j] = xw[2 * j]
-            mw[2 * j + 1] = m | (i ^ 0x3FF00000)
+    def log_scalar(x):
+        """log(x) for a positive normal float64 x (fdlibm ``e_log.c``; < 1 ulp).
+
+        Inlinable: no branch, no call. Other inputs (0, negatives, subnormals, inf,
+        NaN) give a wrong finite value or NaN: callers detect them and use libm.
+        """
+        bits = np.float64(x).view(np.int64)
+        hx = np.int32(bits >> 32)  # the high word: sign, exponent, top of the mantissa
+        m = hx & 0x000FFFFF
+        # fdlibm: move the mantissa into [sqrt(2)/2, sqrt(2)) and adjust the exponent
+        i = (m + 0x95F64) & 0x100000
+        k = float((hx >> 20) - 1023 + (i >> 20))
+        high = np.int64(m | (i ^ 0x3FF00000)) << 32
+        f = np.int64(high | (bits & 0xFFFFFFFF)).view(np.float64) - 1.0
+        s = f / (2.0 + f)
+        z = s * s
+        w = z * z
+        t1 = w * (_LG2 + w * (_LG4 + w * _LG6))
+        t2 = z * (_LG1 + w * (_LG3 + w * (_LG5 + w * _LG7)))
+        hfsq = 0.5 * f * f
+        return k * _LN2_HI - ((hfsq - (s * (hfsq + (t2 + t1)) + k * _LN2_LO)) - f)
 
     @numba.njit(**_VEC)
-    def _log_poly(mant, expo, out, n):
+    def _log_loop(x, out, n):
         for j in range(n):
-            f = mant[j] - 1.0
-            k = float(expo[j])
-            s = f / (2.0 + f)
-            z = s * s
-            w = z * z
-            t1 = w * (_LG2 + w * (_LG4 + w * _LG6))
-            t2 = z * (_LG1 + w * (_LG3 + w * (_LG5 + w * _LG7)))
-            hfsq = 0.5 * f * f
-            out[j] = k * _LN2_HI - ((hfsq - (s * (hfsq + (t2 + t1)) + k * _LN2_LO)) - f)
+            out[j] = log_scalar(x[j])
 
     @numba.njit(**_VEC)
     def _count_outside(x, n, low, high):
@@ -95,35 +105,33 @@ if JIT_ENABLED:
     @numba.njit(cache=True, nogil=True)
     def vlog(x, out, n):
         """out[:n] = log(x[:n]) for flat float64 arrays (< 1 ulp; fdlibm)."""
-        mant = np.empty(n)
-        expo = np.empty(n, dtype=np.int32)
-        _log_split(x, mant, expo, n)
-        _log_poly(mant, expo, out, n)
+        _log_loop(x, out, n)  # one fused pass, no work arrays to allocate
         if _count_outside(x, n, _MIN_NORMAL, math.inf):
             _log_fixup(x, out, n)
 
     @numba.njit(**_VEC)
-    def _exp_reduce(x, out, expo, n):
-        for j in range(n):
-            v = x[j]
-            v = v if v >= -708.0 else -708.0  # the vector path builds 2^k for k ≥ -1021
-            k = math.floor(v * _INV_LN2 + 0.5)
-            hi = v - k * _LN2_HI
-            lo = k * _LN2_LO
-            r = hi - lo
-            t = r * r
-            c = r - t * (_P1 + t * (_P2 + t * (_P3 + t * (_P4 + t * _P5))))
-            out[j] = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
-            expo[j] = np.int32(k)
+    def exp_scalar(x):
+        """exp(x) for -708 ≤ x < 709 (fdlibm ``e_exp.c``; < 1 ulp).
+
+        Inlinable: no call, no branch but a clamp. Below -708 (the result would need a
+        subnormal 2^k) and at non-finite x the value is wrong: callers detect those
+        inputs and use libm.
+        """
+        v = x if x >= -708.0 else -708.0  # the vector path builds 2^k for k ≥ -1021
+        k = math.floor(v * _INV_LN2 + 0.5)
+        hi = v - k * _LN2_HI
+        lo = k * _LN2_LO
+        r = hi - lo
+        t = r * r
+        c = r - t * (_P1 + t * (_P2 + t * (_P3 + t * (_P4 + t * _P5))))
+        y = 1.0 - ((lo - (r * c) / (2.0 - c)) - hi)
+        scale = np.int64((np.int64(k) + 1023) << 52).view(np.float64)  # 2^k from its bits
+        return y * scale
 
     @numba.njit(**_VEC)
-    def _exp_scale(out, expo, scale, n):
-        sw = scale.view(np.int32)
+    def _exp_loop(x, out, n):
         for j in range(n):
-            sw[2 * j] = 0
-            sw[2 * j + 1] = (expo[j] + 1023) << 20
-        for j in range(n):
-            out[j] *= scale[j]
+            out[j] = exp_scalar(x[j])
 
     @numba.njit(cache=True, nogil=True)
     def _exp_fixup(x, out, n):
@@ -135,10 +143,7 @@ if JIT_ENABLED:
     @numba.njit(cache=True, nogil=True)
     def vexp(x, out, n):
         """out[:n] = exp(x[:n]) for flat float64 arrays (< 1 ulp; fdlibm)."""
-        expo = np.empty(n, dtype=np.int32)
-        scale = np.empty(n)
-        _exp_reduce(x, out, expo, n)
-        _exp_scale(out, expo, scale, n)
+        _exp_loop(x, out, n)  # one fused pass, no work arrays to allocate
         if _count_outside(x, n, -708.0, 709.0):
             _exp_fixup(x, out, n)
 
@@ -153,5 +158,13 @@ else:
         """out[:n] = exp(x[:n]) (NumPy path)."""
         out[:n] = np.exp(x[:n])
 
+    def log_scalar(x):
+        """log(x) for a positive x (NumPy path: libm)."""
+        return math.log(x) if x > 0.0 else math.nan
 
-__all__ = ["vexp", "vlog"]
+    def exp_scalar(x):
+        """exp(x) for -708 ≤ x < 709 (NumPy path: libm, clamped like the compiled form)."""
+        return math.exp(min(max(x, -708.0), 709.0))
+
+
+__all__ = ["exp_scalar", "log_scalar", "vexp", "vlog"]
