@@ -238,3 +238,78 @@ def test_single_token_is_multiclass_logistic_regression(impl):
     ref = np.log(np.exp(theta).sum())
     assert z == pytest.approx(ref, abs=1e-14)
     np.testing.assert_allclose(np.exp(ln[0]), np.exp(theta[0] - ref), atol=1e-15)
+
+
+# ------------------------------------------------------------------ the parallel batch pass
+needs_jit = pytest.mark.skipif(not JIT_ENABLED, reason="the compiled batch kernels")
+
+
+def _batch(impl, problem, w):
+    g = np.empty(problem.dim)
+    v = impl.batch_value_grad(problem.data, problem._get_transpose(), w, True, g)
+    return v, g
+
+
+@needs_jit
+@pytest.mark.parametrize(
+    ("dense", "attributes"),
+    [(False, 40), (True, 6), (True, 400)],
+    ids=["sparse", "dense-chunk-partials", "dense-one-product"],
+)
+def test_batch_pass_agrees_with_numpy_twin(dense, attributes):
+    """Every path of the chunked pass: sparse scatter; dense with per-chunk emission
+    partials (32·A ≤ N) and dense through one product over all nodes (32·A > N)."""
+    import crfopt
+    from crfopt.kernels import _numba as JT
+
+    p = crfopt.make_synthetic(
+        n=90, labels=4, attributes=attributes, length=5, dense=dense, density=0.3, seed=2
+    )
+    if dense:  # the case runs the path its id names
+        fits = JT._dense_parts_fit(p.n_tokens, p.data.n_attributes, JT.BATCH_CHUNKS)
+        assert fits == (attributes < 10)
+    w = np.random.default_rng(4).normal(scale=0.7, size=p.dim)
+    v_jit, g_jit = _batch(JT, p, w)
+    v_np, g_np = _batch(_kernels_numpy, p, w)
+    assert v_jit == pytest.approx(v_np, rel=1e-12)
+    np.testing.assert_allclose(g_jit, g_np, rtol=1e-10, atol=1e-10)
+
+
+@needs_jit
+@pytest.mark.parametrize("dense", [False, True])
+def test_batch_pass_same_bits_on_one_and_two_threads(dense):
+    """The chunks and the order their partial sums are added in do not depend on the
+    thread count or on which thread ran which chunk, so neither do the results."""
+    import numba
+
+    import crfopt
+
+    p = crfopt.make_synthetic(n=200, labels=5, attributes=8, length=6, dense=dense, seed=3)
+    w = np.random.default_rng(5).normal(scale=0.5, size=p.dim)
+    old = numba.get_num_threads()
+    try:
+        out = []
+        for k in (1, min(2, numba.config.NUMBA_NUM_THREADS), 1):
+            numba.set_num_threads(k)
+            out.append(p.value_and_gradient(w))
+    finally:
+        numba.set_num_threads(old)
+    for v, g in out[1:]:
+        assert v == out[0][0]
+        np.testing.assert_array_equal(g, out[0][1])
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_finish_gradient_same_bits_as_numpy_ops(impl):
+    """(grad - truth)/n + λw in place: the same roundings as the three NumPy operations
+    CRFProblem.value_and_gradient used before, so golden traces keep their bits."""
+    rng = np.random.default_rng(6)
+    d = 1001
+    grad, truth, w = rng.normal(size=(3, d)) * np.array([[3.0], [1e-3], [7.0]])
+    want = grad.copy()
+    want -= truth
+    want /= 37
+    want += 1e-3 * w
+    got = grad.copy()
+    impl.finish_gradient(got, truth, w, 1e-3, 37)
+    np.testing.assert_array_equal(got, want)

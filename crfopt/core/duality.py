@@ -153,10 +153,8 @@ def objective(
     value = 0.5 * problem.lam * float(w @ w) + total / n
     if problem.l1:
         value += problem.l1 * float(np.abs(w).sum())
-    if gradient:
-        grad -= problem.truth_features
-        grad /= n
-        grad += problem.lam * w
+    if gradient:  # (grad - truth)/n + λw, in parallel (a tenth of a pass on CoNLL-2000)
+        _impl.finish_gradient(grad, problem.truth_features, w, problem.lam, n)
     return value, grad
 
 

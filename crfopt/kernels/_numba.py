@@ -1217,6 +1217,21 @@ def batch_value_grad(data, tr, w, want_grad, grad_out):
 
 
 @numba.njit(parallel=True, **_NJIT)
+def finish_gradient(grad, truth, w, lam, n):
+    """∇P = (grad - truth)/n + λw in place, from :func:`batch_value_grad`'s Σ_i E_ν F.
+
+    The same three roundings per entry as NumPy's ``grad -= truth; grad /= n;
+    grad += lam * w`` (no fastmath: no reciprocal, no fused multiply-add), so the same
+    bits; done in parallel because on CoNLL-2000 (d = 7.4 M) those serial sweeps and the
+    λw temporary were a tenth of a pass.
+    """
+    d = grad.shape[0]
+    for c in numba.prange(BATCH_CHUNKS):
+        for j in range((d * c) // BATCH_CHUNKS, (d * (c + 1)) // BATCH_CHUNKS):
+            grad[j] = (grad[j] - truth[j]) / n + lam * w[j]
+
+
+@numba.njit(parallel=True, **_NJIT)
 def _batch_log_marginals_impl(data, theta, trans, log_nodes, log_edges, logZ):
     n = data.offsets.shape[0] - 1
     K = data.n_labels

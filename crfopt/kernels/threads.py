@@ -1,9 +1,13 @@
 """Keep BLAS from fighting numba for the cores.
 
-The full-batch kernels parallelize over sequences with numba; a multi-threaded BLAS call
-inside them oversubscribes the machine (measured on 2 cores: 104 ms per OCR-size pass
-with both pools at 2 threads, 49 ms with BLAS held to 1). While numba runs more than one
-thread, batch evaluation therefore limits BLAS to one thread.
+The full-batch kernels parallelize over chunks of sequences with numba, and each chunk
+calls BLAS on its own row block (dense unary scores and emission gradient). Those calls
+must run single-threaded: a multi-threaded BLAS inside the numba threads oversubscribes
+the machine (measured on 2 cores: 104 ms per OCR-size pass with both pools at 2 threads,
+49 ms with BLAS held to 1), and with numba on one thread a 2-thread BLAS woke its pool
+for each of the 64 small products of a pass, 9x slower on the loaded 2-core machine.
+The number of numba threads is therefore the whole parallelism of a batch kernel, and
+batch evaluation always holds BLAS to one thread.
 """
 
 from __future__ import annotations
@@ -18,14 +22,9 @@ _controller = None
 
 @contextlib.contextmanager
 def batch_threads() -> Iterator[None]:
-    """Context for a parallel batch kernel: BLAS single-threaded if numba is parallel."""
+    """Context for a parallel batch kernel: BLAS single-threaded (the JIT path only)."""
     global _controller
     if not JIT_ENABLED:
-        yield
-        return
-    import numba
-
-    if numba.get_num_threads() <= 1:
         yield
         return
     if _controller is None:
