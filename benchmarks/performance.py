@@ -437,8 +437,11 @@ def p2(args: argparse.Namespace) -> dict:
     }
 
 
-def _time_to_target(problem, name: str, target: float, p_ref: float, passes: float) -> dict:
-    """One seeded run until P(w) ≤ ``target`` (checked every half pass) or ``passes``."""
+def _time_to_target(
+    problem, name: str, target: float, p_ref: float, passes: float, seconds: float
+) -> dict:
+    """One seeded run until P(w) ≤ ``target`` (checked every half pass), or ``passes``
+    effective passes, or ``seconds`` of optimizer time."""
     from crfopt.bench.runner import Budget, run
 
     reg = crfopt.get_registry()
@@ -447,7 +450,7 @@ def _time_to_target(problem, name: str, target: float, p_ref: float, passes: flo
     res = run(
         problem,
         spec,
-        budget=Budget(passes=passes, target_suboptimality=target - p_ref),
+        budget=Budget(passes=passes, seconds=seconds, target_suboptimality=target - p_ref),
         p_star=p_ref,
         checkpoints="every:0.5" if name != "lbfgs" else "every:5",
         registry=reg,
@@ -490,10 +493,16 @@ def p3(args: argparse.Namespace) -> dict:
             if k > 1:
                 names += [p for p in PARALLEL_OPTIMIZERS if p in reg.optimizers and p not in names]
             runs = {}
+            # a run slower than the fastest so far (or than CRFsuite) cannot be the answer:
+            # it is stopped there, which keeps P3 from spending the whole pass budget on it
+            cap = cs["train_s"]
             with limit_threads(k):
                 for opt in names:
                     print(f"  {name}, {k} thread(s): {opt}", flush=True)
-                    runs[opt] = _time_to_target(problem, opt, target, cs["objective"], args.passes)
+                    r = _time_to_target(problem, opt, target, cs["objective"], args.passes, cap)
+                    runs[opt] = r
+                    if r["reached"]:
+                        cap = min(cap, r["optimizer_s"])
             reached = {o: r for o, r in runs.items() if r["reached"]}
             best = min(reached, key=lambda o: reached[o]["optimizer_s"]) if reached else None
             entry["threads"][str(k)] = {
