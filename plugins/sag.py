@@ -74,9 +74,8 @@ class Work(NamedTuple):
     th_g: np.ndarray  # (T_max, K) scores θ(g)
     trial: np.ndarray  # (T_max, K) line-search trial scores
     trial_t: np.ndarray  # (K, K)
-    weights: np.ndarray  # (T_max, K) node weights of gdiff: ν_i − U_i
+    weights: np.ndarray  # (T_max, K) node weights for expected_emission
     truth_t: np.ndarray  # (K, K) transition counts of y_i
-    work_g: np.ndarray  # (T_max, K) node weights of g: ν_i − one-hot(y_i)
 
 
 class Options(NamedTuple):
@@ -101,20 +100,7 @@ def make_work(max_len: int, max_support: int, K: int) -> Work:
 
     sk = (max_support, K)
     return Work(
-        tk(),
-        kk(),
-        tk(),
-        kk(),
-        np.empty(sk),
-        kk(),
-        np.empty(sk),
-        kk(),
-        tk(),
-        tk(),
-        kk(),
-        tk(),
-        kk(),
-        tk(),
+        tk(), kk(), tk(), kk(), np.empty(sk), kk(), np.empty(sk), kk(), tk(), tk(), kk(), tk(), kk()
     )
 
 
@@ -124,40 +110,10 @@ def make_work(max_len: int, max_support: int, K: int) -> Work:
 
 
 @jit(inline=True)
-def _two_emissions(data, i, T, K, work_g, weights, E_g, E_d):
-    """E_g = Σ_t work_g[t] ⊗ φ_t and E_d = Σ_t weights[t] ⊗ φ_t on sequence i's support.
-
-    Sparse data: one sweep of the sequence's features fills both, each entry summed in
-    the order kernels.expected_emission sums it (the same bits, half the index reads).
-    Dense data: the two BLAS products as before.
-    """
-    if data.dense:
-        kernels.expected_emission(data, i, work_g, E_g)
-        kernels.expected_emission(data, i, weights, E_d)
-        return
-    s0 = data.offsets[i]
-    lo, hi = kernels.support_bounds(data, i)
-    for j in range(hi - lo):
-        for k in range(K):
-            E_g[j, k] = 0.0
-            E_d[j, k] = 0.0
-    indptr, local, values = data.indptr, data.local, data.values
-    for t in range(T):
-        for p in range(indptr[s0 + t], indptr[s0 + t + 1]):
-            j = local[p]
-            v = values[p]
-            for k in range(K):
-                E_g[j, k] += v * work_g[t, k]
-                E_d[j, k] += v * weights[t, k]
-
-
-@jit(inline=True)
 def _visit(data, counters, st, wk, i, lazy):
     """Catch up x_i's rows, run the oracle at w = s·u and form g and gdiff (§3.4).
 
-    Returns (ℓ_i(w), ‖g‖²); g goes to wk.E_g/g_trans, gdiff to wk.E_d/d_trans. g is
-    kernels.local_gradient's ∇ℓ_i, term for term; its emission part shares one sweep of
-    the features with gdiff's (:func:`_two_emissions`).
+    Returns (ℓ_i(w), ‖g‖²); g goes to wk.E_g/g_trans, gdiff to wk.E_d/d_trans.
     """
     lw = st.w
     u = lw.u
@@ -166,27 +122,17 @@ def _visit(data, counters, st, wk, i, lazy):
     nodes, esum, unary, trans = wk.nodes, wk.esum, wk.unary, wk.trans
     T = pieces.scaled_scores(data, i, u, lw.scale[0], unary, trans)
     _, f = kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum)
-    weights, work_g, E_g, E_d = wk.weights, wk.work_g, wk.E_g, wk.E_d
-    g_trans, truth, d_trans = wk.g_trans, wk.truth_t, wk.d_trans
-    U, P, y = st.U, st.P, data.y
+    weights = wk.weights
+    gn2 = pieces.local_gradient(data, i, nodes, esum, weights, wk.truth_t, wk.E_g, wk.g_trans)
+    U, P, d_trans = st.U, st.P, wk.d_trans
     K = data.n_labels
     s0 = data.offsets[i]
     for t in range(T):
         for k in range(K):
-            work_g[t, k] = nodes[t, k]
             weights[t, k] = nodes[t, k] - U[s0 + t, k]
-        work_g[t, y[s0 + t]] -= 1.0
-    _two_emissions(data, i, T, K, work_g, weights, E_g, E_d)
-    kernels.truth_transitions(data, i, truth)
-    lo, hi = kernels.support_bounds(data, i)
-    gn2 = 0.0
-    for j in range(hi - lo):
-        for k in range(K):
-            gn2 += E_g[j, k] * E_g[j, k]
+    kernels.expected_emission(data, i, weights, wk.E_d)
     for k in range(K):
         for l in range(K):
-            g_trans[k, l] = esum[k, l] - truth[k, l]
-            gn2 += g_trans[k, l] * g_trans[k, l]
             d_trans[k, l] = esum[k, l] - P[i, k, l]
     return f, gn2
 
