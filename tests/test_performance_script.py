@@ -78,8 +78,16 @@ def fake_result(machine: str) -> dict:
         },
         "threads": {
             "problems": {
-                "ocr": {"one_thread_s": 0.090, "two_threads_s": 0.050, "speedup": 1.8},
-                "conll2000": {"one_thread_s": 1.5, "two_threads_s": 1.0, "speedup": 1.5},
+                "ocr": {
+                    "label": "ocr",
+                    **{"t1_median_s": 0.090, "t2_median_s": 0.050, "median": 1.8},
+                    **{"min": 1.6, "max": 1.9, "load_1min": 0.5, "rounds": 15},
+                },
+                "conll2000": {
+                    "label": "conll2000-size synthetic",
+                    **{"t1_median_s": 1.5, "t2_median_s": 1.0, "median": 1.5},
+                    **{"min": 1.4, "max": 1.55, "load_1min": 2.5, "rounds": 15},
+                },
             }
         },
         "P2": {
@@ -159,8 +167,8 @@ def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
     assert row("| `sag-nus-star` |").split(" | ")[2] == "2.09 → **1.70** ✗"
     assert "`2fe8d3c`" in text
     # the batch oracle on 2 threads: 1.8× met, 1.5× missed
-    assert row("| OCR | 90.0 ms | 50.0 ms |").endswith("1.80× | ≥ 1.7× | met |")
-    assert row("| CoNLL-2000 | 1500.0 ms |").endswith("| **missed** |")
+    assert row("| OCR | 90.0 ms | 50.0 ms |").endswith("1.80× (1.60–1.90) | 0.5 | ≥ 1.7× | met |")
+    assert row("| CoNLL-2000 (conll2000-size synthetic) | 1500.0 ms |").endswith("| **missed** |")
     # time to target: where and when CRFsuite was measured, cached or not
     assert "OCR: measured 2026-11-20 10:00 UTC on another machine (another box)" in text
     assert "(another box) (cached from an earlier run)" in text
