@@ -524,6 +524,70 @@ class CRF(_Base):
 
         self._check_params()
         optimizer = self._resolve_optimizer()
+        problem, classes = self._training_problem(X, y, X_dev, y_dev)
+        n, has_dev = problem.n, "test" in problem.splits  # X_dev became the "test" split
+        attributes = list(problem.attribute_names or ())
+        target = self.epsilon if self.epsilon is not None else self.target_gap
+        passes: float | None = self.max_passes
+        iterations = None
+        if self.max_iterations is not None:  # CRFsuite's limit replaces max_passes
+            if optimizer in ("lbfgs", "owlqn"):
+                passes, iterations = None, int(self.max_iterations)
+            else:
+                passes = float(self.max_iterations)
+        monitoring = bool(self.verbose) or has_dev
+        if self.checkpoints is not None:
+            checkpoints: str | Sequence[float] = self.checkpoints
+        elif monitoring:
+            checkpoints = "default"
+        elif target is not None:
+            checkpoints = f"every:{UNMONITORED_EVERY:g}"
+        else:
+            checkpoints = [0.0]  # the start and the state the budget ends at
+        registry = get_registry(self.plugin_dirs)
+        # an ℓ2-only optimizer with c1 > 0: a ValueError naming c1 now, not a skipped run
+        refusal = registry.optimizer(optimizer).refusal(problem)
+        if refusal is not None:
+            raise ValueError(f"c1={self.c1!r}: {refusal}")
+        trained = train(
+            problem,
+            optimizer,
+            passes=passes,
+            iterations=iterations,
+            target_gap=target,
+            seed=self.seed,
+            params=self.optimizer_params,
+            registry=registry,
+            on_checkpoint=self._print_checkpoint if self.verbose else None,
+            checkpoints=checkpoints,
+            metrics=None if monitoring else [],
+        )
+        labels_json = [_json_label(lab) for lab in classes]
+        if all(v is not None for v in labels_json) and any(not isinstance(v, str) for v in classes):
+            # save/load gives back integer labels as integers
+            trained.model.training["estimator_labels"] = labels_json
+        self.classes_ = classes
+        self.attributes_ = attributes
+        self.model_ = trained.model
+        log = TrainingLog(trained.result.trace)
+        w = trained.result.w
+        log.attrs["n"] = n
+        log.attrs["final"] = {
+            "feature_norm": float(np.linalg.norm(w)),
+            "active_features": int(np.count_nonzero(w)),
+        }
+        self.training_log_ = log
+        return self
+
+    def _training_problem(
+        self,
+        X: Iterable[Iterable[Any]],
+        y: Iterable[Iterable[Any]],
+        X_dev: Iterable[Iterable[Any]] | None = None,
+        y_dev: Iterable[Iterable[Any]] | None = None,
+    ) -> tuple[CRFProblem, list[Any]]:
+        """The training problem of :meth:`fit` (dev set as its ``test`` split) and the
+        sorted labels: everything ``fit`` does before the optimizer starts."""
         X, y = _sentences(X), _sentences(y, "y")
         if (X_dev is None) != (y_dev is None):
             raise ValueError("give both X_dev and y_dev, or neither")
@@ -545,9 +609,7 @@ class CRF(_Base):
         vocab = Vocabulary()
         lengths, indptr, indices, values, _ = _encode(X, vocab)
         flat = [label_id[lab] for seq in y for lab in seq]
-        attributes: list[str] = [""] * len(vocab)
-        for name, j in vocab.items():
-            attributes[j] = name
+        attributes = vocab.names  # column order
 
         dev = None
         if X_dev is not None:
@@ -591,57 +653,7 @@ class CRF(_Base):
             attribute_names=attributes,
             name="estimator",
         )
-        target = self.epsilon if self.epsilon is not None else self.target_gap
-        passes: float | None = self.max_passes
-        iterations = None
-        if self.max_iterations is not None:  # CRFsuite's limit replaces max_passes
-            if optimizer in ("lbfgs", "owlqn"):
-                passes, iterations = None, int(self.max_iterations)
-            else:
-                passes = float(self.max_iterations)
-        monitoring = bool(self.verbose) or dev is not None
-        if self.checkpoints is not None:
-            checkpoints: str | Sequence[float] = self.checkpoints
-        elif monitoring:
-            checkpoints = "default"
-        elif target is not None:
-            checkpoints = f"every:{UNMONITORED_EVERY:g}"
-        else:
-            checkpoints = [0.0]  # the start and the state the budget ends at
-        registry = get_registry(self.plugin_dirs)
-        # an ℓ2-only optimizer with c1 > 0: a ValueError naming c1 now, not a skipped run
-        refusal = registry.optimizer(optimizer).refusal(problem)
-        if refusal is not None:
-            raise ValueError(f"c1={self.c1!r}: {refusal}")
-        trained = train(
-            problem,
-            optimizer,
-            passes=passes,
-            iterations=iterations,
-            target_gap=target,
-            seed=self.seed,
-            params=self.optimizer_params,
-            registry=registry,
-            on_checkpoint=self._print_checkpoint if self.verbose else None,
-            checkpoints=checkpoints,
-            metrics=None if monitoring else [],
-        )
-        labels_json = [_json_label(lab) for lab in classes]
-        if all(v is not None for v in labels_json) and any(not isinstance(v, str) for v in classes):
-            # save/load gives back integer labels as integers
-            trained.model.training["estimator_labels"] = labels_json
-        self.classes_ = classes
-        self.attributes_ = attributes
-        self.model_ = trained.model
-        log = TrainingLog(trained.result.trace)
-        w = trained.result.w
-        log.attrs["n"] = n
-        log.attrs["final"] = {
-            "feature_norm": float(np.linalg.norm(w)),
-            "active_features": int(np.count_nonzero(w)),
-        }
-        self.training_log_ = log
-        return self
+        return problem, classes
 
     @staticmethod
     def _print_checkpoint(row: Mapping[str, Any]) -> None:
