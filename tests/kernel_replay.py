@@ -72,6 +72,7 @@ REPLAY_METHODS = frozenset(
         "sdca-gapimp",
         "sdca-importance",
         "sdca-max",
+        "sdca-minibatch",
         "sdca-perm",
         "sg-nus",
     }
