@@ -139,7 +139,7 @@ def test_constant_step_must_be_stable(small):
 
 
 # --------------------------------------------------------------------------------------
-# the epoch speed work (issue 19): same bits by default, the opt-in path equal to rounding
+# issue 19: the opt-in linear_marginals path (equal to rounding, not to the bit)
 # --------------------------------------------------------------------------------------
 
 
@@ -151,40 +151,6 @@ def _oeg_like_tables(rng, T, K, bonus):
     for t in range(T - 1):
         edges[t, y[t], y[t + 1]] += bonus
     return edges
-
-
-@pytest.mark.parametrize("bonus", [0.0, 3.0, 40.0, -2.0])
-def test_exp_edges_reuse_gives_the_same_bits(bonus):
-    """_exp_edges copies entries equal to the previous position's instead of taking their
-    exp again; the truth is a vector exp of every shifted entry, compared bit for bit
-    (also on tables with no repetition, and with a NaN)."""
-    jit = pytest.importorskip("crfopt.kernels.jit")
-    if not jit.JIT_ENABLED:
-        pytest.skip("numba kernels only")
-    from crfopt.kernels import _numba
-    from crfopt.kernels.vmath import vexp
-
-    rng = np.random.default_rng(3)
-    cases = [_oeg_like_tables(rng, 9, 5, bonus), rng.normal(size=(6, 4, 4))]
-    nan = _oeg_like_tables(rng, 5, 3, bonus)
-    nan[2, 0, 1] = np.nan
-    cases.append(nan)
-    for edges in cases:
-        P, K = edges.shape[0], edges.shape[1]
-        mx = np.array([np.max(e) for e in edges])
-        shifted = np.ascontiguousarray((edges - mx[:, None, None]).reshape(-1))
-        want = np.empty_like(shifted)
-        vexp(shifted, want, shifted.size)
-        E, ET, mT = np.empty((P, K, K)), np.empty((P, K, K)), np.empty(P)
-        _numba._exp_edges(edges, P + 1, K, E, ET, mT)
-        if np.isnan(edges).any():
-            assert np.isnan(E[2]).any()
-            mask = ~np.isnan(want)
-            np.testing.assert_array_equal(E.reshape(-1)[mask], want[mask])
-        else:
-            np.testing.assert_array_equal(E.reshape(-1), want)
-            np.testing.assert_array_equal(mT, mx)
-        np.testing.assert_array_equal(ET, E.transpose(0, 2, 1))
 
 
 def test_oracle_scores_marginals_are_the_exp_of_the_log_marginals(small):

@@ -171,42 +171,16 @@ def _exp_transitions(trans, K, E, ET):
 
 @numba.njit(**_FAST)
 def _exp_edges(edges, T, K, E, ET, mT):
-    """Per-position E_t = exp(θ_t - max θ_t) and transposes for (T-1, K, K) edge tables.
-
-    An entry whose shifted score equals the previous position's is copied from there,
-    not exponentiated again: OEG's tables are one K×K table plus a bonus on the
-    ground-truth entry, so consecutive positions differ in at most two entries. The
-    vector exp is elementwise, so the copies are the same bits it would return.
-    """
+    """Per-position E_t = exp(θ_t - max θ_t) and transposes for (T-1, K, K) edge tables."""
     P = T - 1
-    KK = K * K
-    shifted = np.empty(max(P, 1) * KK)
-    fresh = np.empty(max(P, 1) * KK)  # shifted scores that need an exp, in order
-    n_fresh = 0
+    shifted = np.empty(max(P, 1) * K * K)
     for t in range(P):
         mx, _ = _trans_span(edges[t], K)
         mT[t] = mx
         for k in range(K):
             for l in range(K):
-                j = (t * K + k) * K + l
-                v = edges[t, k, l] - mx
-                shifted[j] = v
-                if t == 0 or v != shifted[j - KK]:
-                    fresh[n_fresh] = v
-                    n_fresh += 1
-    Ef = E.reshape(E.shape[0] * KK)
-    if n_fresh == P * KK:
-        vexp(shifted, Ef, P * KK)
-    else:
-        vals = np.empty(max(n_fresh, 1))
-        vexp(fresh, vals, n_fresh)
-        q = 0
-        for j in range(P * KK):
-            if j < KK or shifted[j] != shifted[j - KK]:
-                Ef[j] = vals[q]
-                q += 1
-            else:
-                Ef[j] = Ef[j - KK]
+                shifted[(t * K + k) * K + l] = edges[t, k, l] - mx
+    vexp(shifted, E.reshape(E.shape[0] * K * K), P * K * K)
     for t in range(P):
         for k in range(K):
             for l in range(K):
