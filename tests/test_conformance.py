@@ -72,6 +72,10 @@ _PER_CAPABILITY = {
     "gap_estimate": {"check_gap_estimate"},
     "line_search": set(),
 }
+# By the declared regularizers (docs/plugins.md "Regularizers"): ℓ1 declarers are held to
+# the elastic-net checks, every other variant to refusing an ℓ1 problem.
+_L1 = {"check_l1_gap_valid", "check_converges_l1"}
+_NOT_L1 = {"check_refuses_l1"}
 
 
 def test_checks_are_counted_per_variant():
@@ -86,6 +90,7 @@ def test_checks_are_counted_per_variant():
         want = set(_EVERY_VARIANT)
         for cap in spec.capabilities:
             want |= _PER_CAPABILITY[cap]
+        want |= _L1 if "l1" in spec.regularizers else _NOT_L1
         got = [c.__name__ for _, c in checks_for(spec)]
         assert sorted(got) == sorted(want), name
         assert counts[name] == len(want), name
@@ -132,16 +137,20 @@ def test_non_finite_cannot_be_exempted():
 def test_a_check_that_raises_anything_is_a_failed_row(capsys):
     """A TypeError in step() is a failed row naming TypeError, not an exception."""
     results = check_optimizer("broken-raises", plugin_dirs=[BROKEN])
-    never_step = {"check_initialization_cost", "check_rejects_unknown_parameter"}
+    never_step = {
+        "check_initialization_cost",
+        "check_rejects_unknown_parameter",
+        "check_refuses_l1",  # refused before it is built
+    }
     for r in results:
         if r["check"] in never_step:
             assert r["outcome"] == "passed", r
         else:
             assert r["outcome"] == "failed" and "TypeError" in r["message"], r
-    # contract + stochastic + quality checks, counted and printed
-    n = len(_EVERY_VARIANT) + len(_PER_CAPABILITY["stochastic"])
+    # contract + stochastic + refusing ℓ1 + quality checks, counted and printed
+    n = len(_EVERY_VARIANT) + len(_PER_CAPABILITY["stochastic"]) + len(_NOT_L1)
     assert len(results) == n
-    assert results.summary == f"broken-raises: {n} checks: 2 passed, {n - 2} failed"
+    assert results.summary == f"broken-raises: {n} checks: 3 passed, {n - 3} failed"
     out = capsys.readouterr().out
     assert out.startswith(results.summary + "\n")
 
@@ -226,7 +235,7 @@ def test_parametrized_exemption_does_not_hide_non_finite():
     def probe(optimizer_name, check):  # pragma: no cover - never collected
         check()
 
-    assert probe.conformance_counts == {"broken-nan-late": len(_EVERY_VARIANT) + 1}
+    assert probe.conformance_counts == {"broken-nan-late": len(_EVERY_VARIANT) + 1 + len(_NOT_L1)}
     (params,) = [m.args[1] for m in probe.pytestmark if m.name == "parametrize"]
     (param,) = [p for p in params if p.id.endswith("check_converges_on_tiny_problem")]
     assert any(m.name == "xfail" for m in param.marks)
