@@ -1,4 +1,4 @@
-"""OWL-QN on the elastic-net primal (docs/algorithms.md §3.11; Andrew & Gao 2007).
+"""OWL-QN on the elastic-net primal (docs/algorithms.md §3.12; Andrew & Gao 2007).
 
 The full-batch baseline for σ > 0, and what CRFsuite trains with whenever c1 > 0
 (``lbfgs`` with ``orthantwise_c = c1``). P(w) = f(w) + σ‖w‖₁ with f = L + λ/2‖·‖²
@@ -45,11 +45,11 @@ def pseudo_gradient(w: np.ndarray, grad: np.ndarray, sigma: float) -> np.ndarray
 
 
 class OWLQN(crfopt.Optimizer):
-    """Orthant-wise limited-memory quasi-Newton (OWL-QN) on P(w), from w = 0 (§3.11)."""
+    """Orthant-wise limited-memory quasi-Newton (OWL-QN) on P(w), from w = 0 (§3.12)."""
 
     parameters = {
         "memory": crfopt.Param(
-            6, int, "correction pairs m (CRFsuite's num_memories; §3.11 [choice])", low=1
+            6, int, "correction pairs m (CRFsuite's num_memories; §3.12 [choice])", low=1
         ),
         "max_line_search": crfopt.Param(
             20, int, "backtracking trials per iteration (CRFsuite's max_linesearch)", low=1
@@ -174,6 +174,6 @@ def crfopt_register_optimizers() -> list[crfopt.OptimizerSpec]:
             OWLQN,
             summary="OWL-QN on the elastic-net primal (CRFsuite's c1 > 0 trainer), "
             "n oracle calls per evaluation",
-            reference="Andrew & Gao 2007; docs/algorithms.md §3.11",
+            reference="Andrew & Gao 2007; docs/algorithms.md §3.12",
         )
     ]

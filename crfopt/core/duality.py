@@ -143,7 +143,7 @@ def objective(
 
     The value includes σ‖w‖₁; the gradient (empty unless asked) is the smooth part's
     only, ∇P(w) when σ = 0 (σ‖·‖₁ has no gradient; OWL-QN builds its pseudo-gradient
-    from this one, docs/algorithms.md §3.11).
+    from this one, docs/algorithms.md §3.12).
     """
     w = problem.layout.check(w)
     n = problem.n
