@@ -76,6 +76,8 @@ class NUSState(NamedTuple):
     L_sum: np.ndarray  # (1,) Σ_seen L_i
     m: np.ndarray  # (1,) examples seen
     visits: np.ndarray  # (n,) draws of each example (a diagnostic: sampling frequencies)
+    good: np.ndarray  # (n,) searches in a row without doubling, c_i (skipping)
+    skip: np.ndarray  # (n,) visits left without a search (skipping)
 
 
 class NUSWork(NamedTuple):
@@ -92,6 +94,7 @@ class NUSOptions(NamedTuple):
     revisit: float
     max_doublings: int
     unbiased: bool  # weight ∇ℓ_i by 1/(n p_i)
+    skipping: bool  # SBA15 §5.2's line-search skipping, as sag-nus-star
 
 
 # a line search runs only when ‖∇ℓ_i‖² exceeds this (the SAG family's rule, §3.4)
@@ -189,22 +192,36 @@ def _sg_block(data, counters, st, wk, sst, u_rand, k_iters, opts, average):
 
 @jit(inline=True)
 def _nus_lipschitz(data, counters, wk, lw, nst, i, f, gn2, nopts):
-    """L_i by SAG-NUS*'s rules without skipping (SBA15 §5; docs/algorithms.md §3.6):
-    first visit from first_visit·L̄ (L₀ before any), revisit from revisit·L_i, then the
-    line search ℓ_i(w − g/L) ≤ ℓ_i(w) − ‖g‖²/(2L) when ‖g‖² > 1e-8. Keeps Σ_seen L_i."""
+    """L_i by SAG-NUS*'s rules (SBA15 §5; docs/algorithms.md §3.6): first visit from
+    first_visit·L̄ (L₀ before any), revisit from revisit·L_i, then the line search
+    ℓ_i(w − g/L) ≤ ℓ_i(w) − ‖g‖²/(2L) when ‖g‖² > 1e-8; with ``skipping``, after c_i
+    searches in a row without doubling the next 2^(c_i−1) visits keep L_i unsearched
+    (SBA15 §5.2). Keeps Σ_seen L_i."""
     Lis, seen, L_sum, m = nst.Li, nst.seen, nst.L_sum, nst.m
+    skip, good = nst.skip, nst.good
     was_seen = seen[i] != 0
-    if was_seen:
-        Li = nopts.revisit * Lis[i]
-    else:
+    search = True
+    if not was_seen:
         Li = nopts.first_visit * (L_sum[0] / m[0] if m[0] > 0.0 else nopts.L0)
-    if gn2 > _GN2_MIN:
+    elif nopts.skipping and skip[i] > 0:
+        skip[i] -= 1
+        Li = Lis[i]
+        search = False
+    else:
+        Li = nopts.revisit * Lis[i]
+    if search and gn2 > _GN2_MIN:
         th_g = lw.th_g
         kernels.local_scores(data, i, wk.g_loc, th_g)
-        Li, _ = pieces.lipschitz_backtrack(
+        Li, doublings = pieces.lipschitz_backtrack(
             data, counters, i, f, gn2, Li, wk.unary, wk.trans, th_g, wk.g_trans, lw.trial,
             lw.trial_t, nopts.max_doublings,
         )  # fmt: skip
+        if nopts.skipping:
+            if doublings == 0:
+                good[i] += 1
+                skip[i] = 2 ** (good[i] - 1)
+            else:
+                good[i] = 0
     if was_seen:
         L_sum[0] += Li - Lis[i]
     else:
@@ -342,6 +359,9 @@ _PARAMS = {
     "unbiased": crfopt.Param(
         True, bool, "weight ∇ℓ_i by 1/(n p_i) (unbiased); false: the raw biased step"
     ),
+    "skipping": crfopt.Param(
+        False, bool, "SBA15 §5.2's line-search skipping (sag-nus-star's rule; §3.11)"
+    ),
 }
 
 
@@ -442,6 +462,7 @@ class SGNUS(SG):
             "initial_lipschitz",
             "max_doublings",
             "unbiased",
+            "skipping",
         )
     }
     capabilities = frozenset({"stochastic", "line_search"})
@@ -461,6 +482,8 @@ class SGNUS(SG):
             L_sum=np.zeros(1),
             m=np.zeros(1),
             visits=np.zeros(p.n),
+            good=np.zeros(p.n, dtype=np.int64),
+            skip=np.zeros(p.n, dtype=np.int64),
         )
         K, T = p.n_labels, int(p.data.max_len)
         self._nus_work = NUSWork(np.empty((T, K)), np.empty((T, K)), np.empty((K, K)))
@@ -470,6 +493,7 @@ class SGNUS(SG):
             revisit=float(prm["revisit"]),
             max_doublings=int(prm["max_doublings"]),
             unbiased=bool(prm["unbiased"]),
+            skipping=bool(prm["skipping"]),
         )
         # SAG-NUS*'s sampler: uniform w.p. 1 − ρ, else ∝ L_i over the seen (unseen: 0)
         self._sampler = crfopt.Sampler(

@@ -23,7 +23,9 @@ def small():
     )
 
 
-def _naive_sg_nus(problem, seed, iterations, eta0=0.1, rho=0.5, first=0.5, revisit=0.9, L0=1.0):
+def _naive_sg_nus(
+    problem, seed, iterations, eta0=0.1, rho=0.5, first=0.5, revisit=0.9, L0=1.0, skipping=False
+):
     """SG with SBA15's NUS, written from docs/algorithms.md §3.11 on dense vectors."""
     n, lam = problem.n, problem.lam
     rng = np.random.Generator(np.random.PCG64(seed))
@@ -31,6 +33,8 @@ def _naive_sg_nus(problem, seed, iterations, eta0=0.1, rho=0.5, first=0.5, revis
     w = problem.zeros()
     L = np.full(n, L0)
     seen = np.zeros(n, dtype=bool)
+    good = np.zeros(n, dtype=int)  # searches in a row without doubling (SBA15 §5.2)
+    skip = np.zeros(n, dtype=int)  # visits left without a search
     forward = 0
     for t in range(iterations):
         q = np.where(seen, L, 0.0)
@@ -43,13 +47,25 @@ def _naive_sg_nus(problem, seed, iterations, eta0=0.1, rho=0.5, first=0.5, revis
         res = problem.oracle(i, w, gradient=True)
         g = res.gradient.to_dense(problem)
         gn2 = g @ g
-        Li = revisit * L[i] if seen[i] else first * (L[seen].mean() if seen.any() else L0)
-        if gn2 > 1e-8:
+        search = True
+        if not seen[i]:
+            Li = first * (L[seen].mean() if seen.any() else L0)
+        elif skipping and skip[i] > 0:
+            skip[i] -= 1
+            Li, search = L[i], False
+        else:
+            Li = revisit * L[i]
+        if search and gn2 > 1e-8:
+            doubled = False
             while True:
                 forward += 1
                 if problem.forward(i, w - g / Li).nll <= res.nll - gn2 / (2 * Li):
                     break
                 Li *= 2
+                doubled = True
+            if skipping:
+                good[i] = 0 if doubled else good[i] + 1
+                skip[i] = 0 if doubled else 2 ** (good[i] - 1)
         L[i] = Li
         seen[i] = True
         eta = eta0 / (1 + lam * eta0 * t)
@@ -57,18 +73,21 @@ def _naive_sg_nus(problem, seed, iterations, eta0=0.1, rho=0.5, first=0.5, revis
     return w, forward
 
 
-def test_matches_a_naive_dense_implementation(small):
+@pytest.mark.parametrize("skipping", [False, True])
+def test_matches_a_naive_dense_implementation(small, skipping):
     p = small.with_lam(small.lam)
     spec = crfopt.get_registry().optimizer("sg-nus")
     with p.initialization():
-        opt = spec.create(p, 9)
+        opt = spec.create(p, 9, {"skipping": skipping})
     k = 5 * p.n
     opt.run_block(k)
     q = small.with_lam(small.lam)
-    w_naive, forward = _naive_sg_nus(q, 9, k)
+    w_naive, forward = _naive_sg_nus(q, 9, k, skipping=skipping)
     np.testing.assert_allclose(opt.w, w_naive, rtol=1e-9, atol=1e-11)
     assert p.counters.snapshot().forward_calls == forward
     assert p.counters.oracle_calls == k
+    if skipping:  # searches were skipped: fewer forward calls than the same run without
+        assert forward < _naive_sg_nus(small.with_lam(small.lam), 9, k)[1]
 
 
 def _half_scaled(problem, factor):
