@@ -172,14 +172,30 @@ def _mix(gamma, sc, T, K):
     _mix_table(sc.me_f, sc.de_f, sc.lme_f, sc.lnue_f, sc.xe_f, sc.lxe_f, (T - 1) * K * K, gamma)
 
 
+@jit
+def _expand_rows(row_values, T, K, out):
+    """out[t·K² + k·K + l] = row_values[t·K + k] for t < T - 1: a value per edge row
+    repeated over its K entries, so that the edge loops run flat over (T-1)·K² entries.
+
+    Loops over a row's K entries are too short for the vectorizer (K = 22, 26 is below
+    its 8 lanes × 4 interleaved accumulators and ran scalar); flat loops are long.
+    """
+    for r in range((T - 1) * K):
+        v = row_values[r]
+        base = r * K
+        for l in range(K):
+            out[base + l] = v
+
+
 @jit(fastmath=True)
-def _derivatives_fused(gamma, lna, T, K, mn, dn, lnun, xn, me, de, lnue):
+def _derivatives_fused(gamma, lna, T, K, mn, dn, lnun, xn, me, de, lnue, ratio):
     """(f'(γ), f''(γ), bad) of :func:`_derivatives` in one pass over the flat tables.
 
     μ_γ = μ + γδ and its log are formed entry by entry (``log_scalar``, inlined, so the
-    loop vectorizes) and summed at once; only the node entries μ_γ are written (``xn``,
-    the rows' δ_k/μ_k). ``bad`` counts entries μ_γ ≤ _TINY (or NaN), where the log must
-    come from log space: the caller then discards the sums and takes the table path.
+    loop vectorizes) and summed at once; only the node entries μ_γ (``xn``) and the
+    rows' δ_k/μ_k repeated per edge entry (``ratio``) are written. ``bad`` counts
+    entries μ_γ ≤ _TINY (or NaN), where the log must come from log space: the caller
+    then discards the sums and takes the table path.
     """
     TK = T * K
     bad = 0
@@ -205,28 +221,21 @@ def _derivatives_fused(gamma, lna, T, K, mn, dn, lnun, xn, me, de, lnue):
         d1 -= term if dk != 0.0 else 0.0
     for k in range(K):
         d2 -= dn[k] * dn[k] / xn[k]
-    KK = K * K
-    for t in range(T - 1):  # cliques: edges
-        base = t * KK
-        for k in range(K):
-            ratio = dn[t * K + k] / xn[t * K + k]
-            row = base + k * K
-            acc1 = 0.0
-            acc2 = 0.0
-            bad_row = 0
-            for l in range(K):
-                j = row + l
-                dkl = de[j]
-                x = me[j] + gamma * dkl
-                bad_row += 0 if x > _TINY else 1
-                term = dkl * (lnue[j] - log_scalar(x))
-                acc1 += term if dkl != 0.0 else 0.0
-                r = dkl - ratio * x
-                acc2 += r * r / x
-            d1 += acc1
-            d2 -= acc2
-            bad += bad_row
-    return d1, d2, bad
+    for r in range(TK - K):  # each edge row's δ_k/μ_k, repeated over its entries
+        v = dn[r] / xn[r]
+        for l in range(K):
+            ratio[r * K + l] = v
+    acc1 = 0.0
+    acc2 = 0.0
+    for j in range((T - 1) * K * K):  # cliques: edges
+        dkl = de[j]
+        x = me[j] + gamma * dkl
+        bad += 0 if x > _TINY else 1
+        term = dkl * (lnue[j] - log_scalar(x))
+        acc1 += term if dkl != 0.0 else 0.0
+        r = dkl - ratio[j] * x
+        acc2 += r * r / x
+    return d1 + acc1, d2 - acc2, bad
 
 
 @jit(fastmath=True, inline=True)
@@ -242,7 +251,18 @@ def _derivatives(gamma, sc, T, K, lna):
     the tables x, log x are formed (:func:`_mix`, log space where tiny) and summed.
     """
     d1, d2, bad = _derivatives_fused(
-        gamma, lna, T, K, sc.mn_f, sc.dn_f, sc.lnun_f, sc.xn_f, sc.me_f, sc.de_f, sc.lnue_f
+        gamma,
+        lna,
+        T,
+        K,
+        sc.mn_f,
+        sc.dn_f,
+        sc.lnun_f,
+        sc.xn_f,
+        sc.me_f,
+        sc.de_f,
+        sc.lnue_f,
+        sc.xe_f,
     )
     if bad == 0:
         return d1, d2
@@ -394,27 +414,25 @@ def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K):
 @jit
 def _load_tables(src_n, src_e, s, es, T, K, lmn, mn, lme, me):
     """Copy μ_i's logs from storage (float64 or float32) and exponentiate them, in one
-    pass (``exp_scalar``, inlined, so the loop vectorizes; no work arrays allocated)."""
+    flat pass per table (``exp_scalar``, inlined, so the loop vectorizes; no work
+    arrays allocated)."""
     TK = T * K
     KK = K * K
+    flat_n = src_n.reshape(-1)
+    flat_e = src_e.reshape(-1)
+    node0 = s * K
+    edge0 = es * KK
     bad = 0
-    for t in range(T):
-        row = src_n[s + t]
-        for k in range(K):
-            v = np.float64(row[k])
-            lmn[t * K + k] = v
-            mn[t * K + k] = exp_scalar(v)
-            bad += 0 if (v >= -708.0 and v < 709.0) else 1
-    for t in range(T - 1):
-        table = src_e[es + t]
-        for k in range(K):
-            row = table[k]
-            base = t * KK + k * K
-            for l in range(K):
-                v = np.float64(row[l])
-                lme[base + l] = v
-                me[base + l] = exp_scalar(v)
-                bad += 0 if (v >= -708.0 and v < 709.0) else 1
+    for j in range(TK):
+        v = np.float64(flat_n[node0 + j])
+        lmn[j] = v
+        mn[j] = exp_scalar(v)
+        bad += 0 if (v >= -708.0 and v < 709.0) else 1
+    for j in range((T - 1) * KK):
+        v = np.float64(flat_e[edge0 + j])
+        lme[j] = v
+        me[j] = exp_scalar(v)
+        bad += 0 if (v >= -708.0 and v < 709.0) else 1
     if bad:  # exp(-inf) = 0 and the subnormal range: libm, as vexp's fix-up does
         for j in range(TK):
             v = lmn[j]
@@ -468,16 +486,19 @@ def _block_gaps(data, counters, st, sc, i, T, K):
         sc.nue_f,
         sc.lnue_f,
         sc.de_f,
+        sc.xe_f,
+        sc.lxe_f,
     )
     return (g_i if g_i > 0.0 else 0.0), (r_i if r_i > 0.0 else 0.0)
 
 
 @jit(fastmath=True)
-def _delta_kls(T, K, mn, lmn, nun, lnun, dn, me, lme, nue, lnue, de):
+def _delta_kls(T, K, mn, lmn, nun, lnun, dn, me, lme, nue, lnue, de, rm, rn):
     """δ = ν - μ into ``dn``/``de`` and (D̃(μ‖ν), D̃(ν‖μ)) in one pass over the tables.
 
     The chain-rule forms of ``kernels.chain_kl_linlog`` (§5.3): both KLs share the
-    conditional log-ratio of each entry, D̃(ν‖μ)'s being its negation.
+    conditional log-ratio of each entry, D̃(ν‖μ)'s being its negation. ``rm``/``rn``
+    receive the rows' node logs repeated over their edge entries (flat, long loops).
     """
     g = 0.0
     r = 0.0
@@ -489,20 +510,15 @@ def _delta_kls(T, K, mn, lmn, nun, lnun, dn, me, lme, nue, lnue, de):
         nu = nun[k]
         g += m * dl if m > 0.0 else 0.0
         r -= nu * dl if nu > 0.0 else 0.0
-    KK = K * K
-    for t in range(T - 1):
-        for k in range(K):
-            rm = lmn[t * K + k]
-            rn = lnun[t * K + k]
-            row = t * KK + k * K
-            for l in range(K):
-                j = row + l
-                m = me[j]
-                nu = nue[j]
-                de[j] = nu - m
-                dl = (lme[j] - rm) - (lnue[j] - rn)
-                g += m * dl if m > 0.0 else 0.0
-                r -= nu * dl if nu > 0.0 else 0.0
+    _expand_rows(lmn, T, K, rm)
+    _expand_rows(lnun, T, K, rn)
+    for j in range((T - 1) * K * K):
+        m = me[j]
+        nu = nue[j]
+        de[j] = nu - m
+        dl = (lme[j] - rm[j]) - (lnue[j] - rn[j])
+        g += m * dl if m > 0.0 else 0.0
+        r -= nu * dl if nu > 0.0 else 0.0
     return g, r
 
 
@@ -520,12 +536,15 @@ def _direction(data, w, lam_n, sc, i, T, K, E_loc, trans_dir):
         for k in range(K):
             E_loc[j, k] *= inv
             a += E_loc[j, k] * E_loc[j, k]
+    # -Σ_t δ_t over the tables in memory order; each entry sums in t order as before
+    trans_dir[:, :] = 0.0
+    for t in range(T - 1):
+        for k in range(K):
+            for l in range(K):
+                trans_dir[k, l] -= de[t, k, l]
     for k in range(K):
         for l in range(K):
-            acc_t = 0.0
-            for t in range(T - 1):
-                acc_t -= de[t, k, l]
-            trans_dir[k, l] = acc_t * inv
+            trans_dir[k, l] *= inv
             a += trans_dir[k, l] * trans_dir[k, l]
     return a, kernels.dot_local(data, i, w, E_loc, trans_dir)
 
@@ -563,16 +582,18 @@ def _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b):
 
 
 @jit(fastmath=True)
-def _commit_fused(gamma, T, K, mn, dn, me, de, xn, lxn, mu_n, mu_e, s, es):
+def _commit_fused(gamma, T, K, mn, dn, me, de, xn, lxn, rows, mu_n, mu_e, s, es):
     """Store log μ_γ (μ_γ = μ + γδ) as sequence i's dual and return (H̃(μ_γ), bad).
 
     One pass per table: mix, log (``log_scalar``, inlined so the loop vectorizes),
     store clipped at 0 and the chain-rule entropy of ``kernels.chain_entropy_linlog``.
-    The node tables x, log x are written (the entropy's conditionals need them). ``bad``
-    counts entries μ_γ ≤ _TINY, whose log must come from log space: the caller then
-    redoes the commit through the tables (every stored entry is overwritten).
+    The node tables x, log x are written (the entropy's conditionals need them, repeated
+    per edge entry into ``rows``). ``bad`` counts entries μ_γ ≤ _TINY, whose log must
+    come from log space: the caller then redoes the commit through the tables (every
+    stored entry is overwritten).
     """
     TK = T * K
+    KK = K * K
     bad = 0
     for j in range(TK):
         x = mn[j] + gamma * dn[j]
@@ -581,32 +602,25 @@ def _commit_fused(gamma, T, K, mn, dn, me, de, xn, lxn, mu_n, mu_e, s, es):
         bad += 0 if x > _TINY else 1
     if bad:
         return 0.0, bad
+    dst_n = mu_n.reshape(-1)  # flat views: the stores run in the same long loops
+    dst_e = mu_e.reshape(-1)
+    node0 = s * K
+    for j in range(TK):
+        v = lxn[j]
+        dst_n[node0 + j] = v if v < 0.0 else 0.0
     H = 0.0
-    for t in range(T):
-        dst = mu_n[s + t]
-        for k in range(K):
-            v = lxn[t * K + k]
-            dst[k] = v if v < 0.0 else 0.0
     for k in range(K):
         H -= xn[k] * lxn[k]
-    KK = K * K
-    for t in range(T - 1):
-        table = mu_e[es + t]
-        for k in range(K):
-            r = lxn[t * K + k]
-            dst = table[k]
-            row = t * KK + k * K
-            acc = 0.0
-            bad_row = 0
-            for l in range(K):
-                x = me[row + l] + gamma * de[row + l]
-                lx = log_scalar(x)
-                bad_row += 0 if x > _TINY else 1
-                dst[l] = lx if lx < 0.0 else 0.0
-                acc += x * (lx - r)
-            H -= acc
-            bad += bad_row
-    return H, bad
+    _expand_rows(lxn, T, K, rows)
+    edge0 = es * KK
+    acc = 0.0
+    for j in range((T - 1) * KK):
+        x = me[j] + gamma * de[j]
+        lx = log_scalar(x)
+        bad += 0 if x > _TINY else 1
+        dst_e[edge0 + j] = lx if lx < 0.0 else 0.0
+        acc += x * (lx - rows[j])
+    return H - acc, bad
 
 
 @jit(inline=True)
@@ -642,6 +656,7 @@ def _commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_dir):
         sc.de_f,
         sc.xn_f,
         sc.lxn_f,
+        sc.xe_f,
         st.mu_n,
         st.mu_e,
         s,

@@ -100,6 +100,73 @@ def test_newton_step_maximizes_the_block_objective(small, i):
     assert 1 <= evals < 20 and not capped
 
 
+def _tables_derivatives(sc, T, K, gamma, lna):
+    """f', f'' from the materialized tables x = μ + γδ and log x, by NumPy (the truth the
+    fused one-pass kernel must reproduce to rounding)."""
+    xn = sc.mn[:T] + gamma * sc.dn[:T]
+    xe = sc.me[: T - 1] + gamma * sc.de[: T - 1]
+    dn, de = sc.dn[:T], sc.de[: T - 1]
+    d1 = -lna * gamma + np.sum(de * (sc.lnue[: T - 1] - np.log(xe)))
+    d1 -= np.sum(dn[1 : T - 1] * (sc.lnun[1 : T - 1] - np.log(xn[1 : T - 1])))
+    ratio = dn[: T - 1] / xn[: T - 1]
+    d2 = -lna - np.sum(dn[0] ** 2 / xn[0]) - np.sum((de - ratio[:, :, None] * xe) ** 2 / xe)
+    return d1, d2
+
+
+@pytest.mark.parametrize("i", [0, 3, 7])
+def test_fused_kernels_equal_the_tables(small_dense, i):
+    """The one-pass kernels (mix, log and sums fused) against NumPy on the tables: δ and
+    both block KLs, f' and f'', the committed logs and the entropy."""
+    sc, T, K, a, _, lam_n = _block_state(small_dense, i)
+    nodes, edges = T * K, (T - 1) * K * K
+    dn, de = sc.dn_f.copy(), sc.de_f.copy()
+    rm, rn = np.empty(edges), np.empty(edges)
+    g, r = S._delta_kls(
+        T, K, sc.mn_f, sc.lmn_f, sc.nun_f, sc.lnun_f, sc.dn_f, sc.me_f, sc.lme_f, sc.nue_f,
+        sc.lnue_f, sc.de_f, rm, rn,
+    )  # fmt: skip
+    np.testing.assert_array_equal(sc.dn_f[:nodes], dn[:nodes])
+    np.testing.assert_array_equal(sc.de_f[:edges], de[:edges])
+    kl = crfopt.kernels.chain_kl_linlog
+    assert g == pytest.approx(kl(sc.mn, sc.me, sc.lmn, sc.lme, sc.lnun, sc.lnue, T, K), rel=1e-12)
+    assert r == pytest.approx(kl(sc.nun, sc.nue, sc.lnun, sc.lnue, sc.lmn, sc.lme, T, K), rel=1e-12)
+    lna = lam_n * a
+    for gamma in (0.0, 0.2, 0.5, 0.9, 1.0):
+        got = S._derivatives(gamma, sc, T, K, lna)
+        np.testing.assert_allclose(got, _tables_derivatives(sc, T, K, gamma, lna), rtol=1e-12)
+    mu_n = np.zeros((T + 2, K))
+    mu_e = np.zeros((T + 1, K, K))
+    H, bad = S._commit_fused(
+        0.3, T, K, sc.mn_f, sc.dn_f, sc.me_f, sc.de_f, sc.xn_f, sc.lxn_f, rm, mu_n, mu_e, 2, 2
+    )
+    xn = sc.mn[:T] + 0.3 * sc.dn[:T]
+    xe = sc.me[: T - 1] + 0.3 * sc.de[: T - 1]
+    assert bad == 0
+    np.testing.assert_allclose(mu_n[2:], np.minimum(np.log(xn), 0.0), rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(mu_e[2:], np.minimum(np.log(xe), 0.0), rtol=1e-14, atol=1e-15)
+    assert not mu_n[:2].any() and not mu_e[:2].any()  # nothing written outside the sequence
+    H_true = -np.sum(xn[0] * np.log(xn[0])) - np.sum(xe * (np.log(xe) - np.log(xn[:-1, :, None])))
+    assert pytest.approx(H_true, rel=1e-12) == H
+
+
+def test_tiny_mixtures_take_the_log_space_path(small_dense):
+    """An entry of μ_γ below _TINY makes the fused kernels report it; _derivatives then
+    uses the tables with the log-space mixture, which stays finite where log(x) is not."""
+    sc, T, K, a, _, lam_n = _block_state(small_dense, 2)
+    sc.me_f[1], sc.lme_f[1] = 0.0, -800.0  # μ = e^-800 underflows; ν keeps the entry alive
+    sc.de_f[1] = sc.nue_f[1]
+    ratio = np.empty((T - 1) * K * K)
+    for gamma in (0.0, 1e-300):
+        fused = S._derivatives_fused(
+            gamma, lam_n * a, T, K, sc.mn_f, sc.dn_f, sc.lnun_f, sc.xn_f, sc.me_f, sc.de_f,
+            sc.lnue_f, ratio,
+        )  # fmt: skip
+        assert fused[2] >= 1
+        d1, d2 = S._derivatives(gamma, sc, T, K, lam_n * a)
+        assert (d1, d2) == S._derivatives_tables(gamma, sc, T, K, lam_n * a)
+        assert np.isfinite(d1)
+
+
 @pytest.mark.parametrize("name", ["sdca", "sdca-gap"])
 def test_dual_never_decreases_and_incremental_value_is_exact(small, name):
     p = small.with_lam(small.lam)

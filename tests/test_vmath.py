@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crfopt.kernels.vmath import vexp, vlog
+from crfopt.kernels.vmath import exp_scalar, log_scalar, vexp, vlog
 
 
 def _ulps(got, ref):
@@ -78,3 +79,32 @@ def test_log_exp_roundtrip(values):
     back = np.empty_like(x)
     vexp(lx, back, len(x))
     np.testing.assert_allclose(back, x, rtol=1e-13)
+
+
+def test_scalar_forms_in_a_reassociating_loop_give_vlog_and_vexp_bits():
+    """log_scalar/exp_scalar inlined into a loop compiled with reassociation (as SDCA's
+    fused kernels are) keep fdlibm's evaluation order: the same bits as vlog/vexp."""
+    from crfopt.kernels.jit import JIT_ENABLED
+
+    if not JIT_ENABLED:
+        pytest.skip("the NumPy path has no compiled loop")
+    import numba
+
+    @numba.njit(fastmath={"contract", "reassoc", "nsz", "arcp"}, error_model="numpy")
+    def both(x, y, lo, ex):
+        total = 0.0
+        for j in range(x.shape[0]):
+            lo[j] = log_scalar(x[j])
+            ex[j] = exp_scalar(y[j])
+            total += lo[j] + ex[j]  # a reduction: the loop vectorizes only with reassoc
+        return total
+
+    rng = np.random.default_rng(3)
+    x = np.concatenate([np.exp(rng.uniform(-700, 0, 5000)), rng.random(5000) + 1e-300])
+    y = np.concatenate([rng.uniform(-708, 0, 5000), rng.uniform(-5, 5, 5000)])
+    lo, ex, ref_lo, ref_ex = (np.empty_like(x) for _ in range(4))
+    both(x, y, lo, ex)
+    vlog(x, ref_lo, len(x))
+    vexp(y, ref_ex, len(y))
+    np.testing.assert_array_equal(lo.view(np.int64), ref_lo.view(np.int64))
+    np.testing.assert_array_equal(ex.view(np.int64), ref_ex.view(np.int64))
