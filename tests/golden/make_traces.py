@@ -4,7 +4,7 @@ Every registered optimizer runs a few passes on two small synthetic problems (sp
 dense embeddings, a different size from kernel_replay's) with a fixed seed; the trace's
 counted columns and objective values, and the final weights, are stored in traces.json.
 
-The speed work on the optimizers' epochs (docs/performance.md) must not change what they
+The speed work on the optimizers' epochs (issue 19; reports/performance.md) must not change what they
 compute, so the golden file is written once from the commit *before* that work and never
 regenerated to make a test pass::
 
