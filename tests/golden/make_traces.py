@@ -4,9 +4,9 @@ Every registered optimizer runs a few passes on two small synthetic problems (sp
 dense embeddings, a different size from kernel_replay's) with a fixed seed; the trace's
 counted columns and objective values, and the final weights, are stored in traces.json.
 
-The speed work on the optimizers' epochs (issue 19; reports/performance.md) must not change what they
-compute, so the golden file is written once from the commit *before* that work and never
-regenerated to make a test pass::
+The speed work on the optimizers' epochs (issue 19; reports/performance.md) must not
+change what they compute, so the golden file is written once from the commit *before*
+that work and never regenerated to make a test pass::
 
     git worktree add /tmp/base 2fe8d3c && mkdir /tmp/path && cd /tmp/path
     ln -s /tmp/base/crfopt crfopt; ln -s /tmp/base/plugins crfopt_plugins
