@@ -14,6 +14,13 @@ missing): 1-thread and 2-thread passes taken alternately in one process
 median ratio and its spread (min, max) are reported with the load average. Standalone::
 
     python benchmarks/bench_oracle.py --speedup [--rounds 15] [--problems ocr,conll2000]
+
+On a loaded machine the wall-clock ratio measures the scheduler more than the code (a
+fork–join region waits for its slowest thread's next time slice). ``--cpu`` adds a
+load-robust estimate from Linux's per-thread CPU clocks (/proc/self/task/*/schedstat):
+1-thread CPU seconds over the busiest thread's CPU seconds at 2 threads, with
+``OMP_WAIT_POLICY=passive`` so waiting threads do not burn CPU (set it before Python
+starts: ``OMP_WAIT_POLICY=passive python benchmarks/bench_oracle.py --speedup --cpu``).
 """
 
 from __future__ import annotations
@@ -125,6 +132,52 @@ def test_two_thread_speedup(name, recorder):
     recorder(group, "max", res["max"], unit="x")
 
 
+def _task_cpu_s() -> dict[int, float]:
+    """CPU seconds of every thread of this process (Linux schedstat, ns resolution)."""
+    import os
+
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                out[int(tid)] = int(f.read().split()[0]) / 1e9
+        except OSError:  # a thread that ended meanwhile
+            pass
+    return out
+
+
+def cpu_speedup_estimate(p: crfopt.CRFProblem, passes: int = 5, rounds: int = 4) -> dict:
+    """1-thread CPU seconds / busiest thread's CPU seconds at 2 threads, per pass.
+
+    Also the work inflation (all threads' CPU at 2 threads over 1 thread's): what the
+    parallel version computes on top of the serial one.
+    """
+    import numba
+
+    w = np.random.default_rng(0).normal(scale=0.01, size=p.dim)
+    old = numba.get_num_threads()
+    res: dict[int, list[tuple[float, float]]] = {1: [], 2: []}
+    try:
+        for k in (1, 2):
+            numba.set_num_threads(k)
+            p.value_and_gradient(w)
+        for r in range(rounds):
+            for k in (1, 2) if r % 2 == 0 else (2, 1):
+                numba.set_num_threads(k)
+                a = _task_cpu_s()
+                for _ in range(passes):
+                    p.value_and_gradient(w)
+                b = _task_cpu_s()
+                d = [(b[t] - a.get(t, 0.0)) / passes for t in b]
+                res[k].append((sum(d), max(d)))
+    finally:
+        numba.set_num_threads(old)
+    total1 = float(np.median([t for t, _ in res[1]]))
+    total2 = float(np.median([t for t, _ in res[2]]))
+    busiest2 = float(np.median([m for _, m in res[2]]))
+    return {"estimate": total1 / busiest2, "inflation": total2 / total1, "cpu1_s": total1}
+
+
 def main(argv: list[str] | None = None) -> None:
     import argparse
     import os
@@ -133,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--speedup", action="store_true", help="the 1- vs 2-thread ratio table")
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--problems", default="ocr,conll2000")
+    ap.add_argument("--cpu", action="store_true", help="also the per-thread CPU estimate")
     args = ap.parse_args(argv)
     if not args.speedup:
         ap.error("run the timing table with pytest benchmarks/bench_oracle.py; --speedup here")
@@ -146,6 +200,14 @@ def main(argv: list[str] | None = None) -> None:
             f"{r['rounds']} rounds, load {r['load_1min']:.1f})",
             flush=True,
         )
+        if args.cpu:
+            c = cpu_speedup_estimate(p)
+            print(
+                f"{label:32s} CPU estimate {c['estimate']:.2f}x (1-thread CPU "
+                f"{c['cpu1_s']:.4f} s per pass, work inflation at 2 threads "
+                f"{c['inflation']:.2f}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')})",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":  # the script's folder is on sys.path: conftest imports
