@@ -46,21 +46,29 @@ class CompileProfile(event.Listener):
         return self._local.stack
 
     def on_start(self, ev: event.Event) -> None:
-        # [kind, key, wall start, cpu start, nested wall, nested cpu]
-        self._stack().append([ev.kind, ev.data, time.perf_counter(), time.thread_time(), 0, 0])
+        # kind, data, wall and CPU at the start, then the wall and CPU of the events nested
+        # in it: all of them (a pass's own time) and the compiles only (a function's own
+        # time: its passes are part of it, its callees' compiles are not)
+        now_w, now_c = time.perf_counter(), time.thread_time()
+        self._stack().append([ev.kind, ev.data, now_w, now_c, 0.0, 0.0, 0.0, 0.0])
 
     def on_end(self, ev: event.Event) -> None:
         stack = self._stack()
-        kind, data, w0, c0, nested_w, nested_c = stack.pop()
+        kind, data, w0, c0, any_w, any_c, sub_w, sub_c = stack.pop()
         wall = time.perf_counter() - w0
         cpu = time.thread_time() - c0
         if stack:
             stack[-1][4] += wall
             stack[-1][5] += cpu
+        if kind == "numba:compile":  # charge it to the compile it is nested in, if any
+            for outer in reversed(stack):
+                if outer[0] == "numba:compile":
+                    outer[6] += wall
+                    outer[7] += cpu
+                    break
         with self._lock:
             if kind == "numba:compile":
-                dispatcher = data["dispatcher"]
-                func = dispatcher.py_func
+                func = data["dispatcher"].py_func
                 self.functions.append(
                     {
                         "function": f"{func.__module__}.{func.__qualname__}",
@@ -68,16 +76,16 @@ class CompileProfile(event.Listener):
                         "at": w0 - self.t0,
                         "wall": wall,
                         "cpu": cpu,
-                        "exclusive_wall": wall - nested_w,
-                        "exclusive_cpu": cpu - nested_c,
-                        "depth": len(stack),
+                        "exclusive_wall": wall - sub_w,
+                        "exclusive_cpu": cpu - sub_c,
+                        "depth": sum(1 for e in stack if e[0] == "numba:compile"),
                     }
                 )
             else:
                 name = data["name"] if isinstance(data, dict) else str(data)
                 row = self.passes[name]
-                row[0] += wall - nested_w
-                row[1] += cpu - nested_c
+                row[0] += wall - any_w
+                row[1] += cpu - any_c
                 row[2] += 1
 
     def report(self, top: int, out: Any = sys.stderr) -> None:
