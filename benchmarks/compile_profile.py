@@ -141,7 +141,11 @@ def _announce_run_starts() -> None:
 
     def announced(spec: Any, params: Any, problem: Any) -> None:
         warm_up(spec, params, problem)
-        print(f"[profile] run of {spec.name} starts", file=sys.stderr, flush=True)
+        print(
+            f"[profile] run of {spec.name} starts ({time.process_time():.1f} s CPU so far)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     runner.warm_up = announced
 

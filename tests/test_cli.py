@@ -109,6 +109,7 @@ def test_the_cli_is_a_package_with_one_module_per_command_family():
         "info": "crfopt.apps.cli.problems",
         "optimum": "crfopt.apps.cli.problems",
         "fetch": "crfopt.apps.cli.problems",
+        "compile": "crfopt.apps.cli.kernels",
         "compare": "crfopt.apps.cli.compare",
         "report": "crfopt.apps.cli.compare",
         "train": "crfopt.apps.cli.models",

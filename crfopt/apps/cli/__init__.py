@@ -1,8 +1,9 @@
 """The ``crfopt`` command line (docs/architecture.md "Public surface").
 
 One module per command family: :mod:`.problems` (list, info, optimum, fetch),
-:mod:`.compare` (compare, report), :mod:`.models` (train, tag, evaluate); what they
-share (options, the one ``--set`` resolver, consoles, exit codes) is in :mod:`.options`.
+:mod:`.compare` (compare, report), :mod:`.models` (train, tag, evaluate), :mod:`.kernels`
+(compile); what they share (options, the one ``--set`` resolver, consoles, exit codes) is
+in :mod:`.options`.
 
 Exit codes, the same for every command (each command's ``--help`` lists its own):
 0 success; 1 the command ran but its work failed (a run failed or diverged in
@@ -19,7 +20,7 @@ import sys
 import click
 
 from crfopt._version import __version__
-from crfopt.apps.cli import compare, models, problems
+from crfopt.apps.cli import compare, kernels, models, problems
 from crfopt.apps.cli.options import (
     CrfoptGroup,
     debug_option,
@@ -54,6 +55,7 @@ for _command in (
     problems.info_cmd,
     problems.optimum_cmd,
     problems.fetch_cmd,
+    kernels.compile_cmd,
     compare.compare_cmd,
     compare.report_cmd,
     models.train_cmd,
