@@ -8,13 +8,20 @@ A fresh install has an empty numba cache: the first ``crfopt compare`` then spen
 before and between its runs. This module does that work ahead of time, as one step of the
 setup, so that the first comparison starts optimizing as a warm one does.
 
-It runs each optimizer variant for a fraction of a pass on a tiny synthetic problem of
-each *kind* (dense attributes like OCR, sparse like the text corpora), through
+It runs each optimizer variant for half a pass on a tiny synthetic problem of each
+*kind* (dense attributes like OCR, sparse like the text corpora), through
 :func:`crfopt.bench.runner.run`: the same path as a real run (the runner's warm-up, the
 optimizer's setup and blocks, the checkpoint evaluation, the metrics), so the compiled
 specializations are the ones a real problem of that kind uses (array types do not depend
-on the sizes). Nothing here is timed or stored; a variant that fails is reported and the
-others still compile.
+on the sizes). Today both kinds compile the same specializations (dense or sparse is a
+run-time field of the kernel data), so the second kind only loads from the cache; it is
+run anyway, so that a kernel that ever specializes on the kind stays covered. Nothing
+here is timed or stored; a variant that fails is reported and the others still compile.
+
+Run in one process on purpose: two processes compiling different specializations of one
+function into the same cache can both number their entry 1 in its index (numba reads,
+extends and rewrites the index without a lock), and a later process may then load one
+specialization's machine code for the other's signature.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ same switch.
 
 Compiled kernels are cached on disk (``cache=True``: next to the module, or under
 ``NUMBA_CACHE_DIR``), so only the first run of an install compiles (about two minutes on
-a laptop); later processes load the machine code. The first real compilation of a
+a laptop; ``crfopt compile``, :mod:`crfopt.bench.warmup`, does it ahead of time); later
+processes load the machine code. The first real compilation of a
 crfopt kernel in a process prints "compiling kernels (once) …" on stderr, so that wait
 is never silent; a process that loads everything from the cache prints nothing.
 """
@@ -58,7 +59,8 @@ def _compile_notice() -> str:
     where = os.environ.get("NUMBA_CACHE_DIR") or "__pycache__ folders beside the modules"
     return (
         "compiling kernels (once): a first run takes a minute or two; the machine code is "
-        f"cached in {where} and loaded by later runs"
+        f"cached in {where} and loaded by later runs (`crfopt compile` does this ahead of "
+        "time, once after installing)"
     )
 
 
