@@ -20,7 +20,7 @@ from crfopt.apps.cli.options import (
 
 @click.command(
     "compile",
-    short_help="Compile the kernels into numba's cache (once, after installing).",
+    short_help="Compile the kernels once, after installing.",
     epilog=exit_codes("an optimizer failed to run on the tiny problems (the others compiled)"),
 )
 @click.option(
