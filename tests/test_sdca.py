@@ -117,7 +117,7 @@ def _tables_derivatives(sc, T, K, gamma, lna):
 def test_fused_kernels_equal_the_tables(small_dense, i):
     """The one-pass kernels (mix, log and sums fused) against NumPy on the tables: δ and
     both block KLs, f' and f'', the committed logs and the entropy."""
-    sc, T, K, a, _, lam_n = _block_state(small_dense, i)
+    sc, T, K = _block_state(small_dense, i)[:3]
     nodes, edges = T * K, (T - 1) * K * K
     dn, de = sc.dn_f.copy(), sc.de_f.copy()
     rm, rn = np.empty(edges), np.empty(edges)
@@ -130,10 +130,11 @@ def test_fused_kernels_equal_the_tables(small_dense, i):
     kl = crfopt.kernels.chain_kl_linlog
     assert g == pytest.approx(kl(sc.mn, sc.me, sc.lmn, sc.lme, sc.lnun, sc.lnue, T, K), rel=1e-12)
     assert r == pytest.approx(kl(sc.nun, sc.nue, sc.lnun, sc.lnue, sc.lmn, sc.lme, T, K), rel=1e-12)
-    lna = lam_n * a
+    # λna = 0: the entropy terms alone (λna can dwarf the curvature and hide its errors)
     for gamma in (0.0, 0.2, 0.5, 0.9, 1.0):
-        got = S._derivatives(gamma, sc, T, K, lna)
-        np.testing.assert_allclose(got, _tables_derivatives(sc, T, K, gamma, lna), rtol=1e-12)
+        got = S._derivatives(gamma, sc, T, K, 0.0)
+        want = _tables_derivatives(sc, T, K, gamma, 0.0)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)  # f'(0) can be ~0
     mu_n = np.zeros((T + 2, K))
     mu_e = np.zeros((T + 1, K, K))
     H, bad = S._commit_fused(
