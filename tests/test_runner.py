@@ -267,3 +267,11 @@ def test_sdca_declines_when_the_dual_exceeds_max_memory(problem):
     # float32 storage halves the dual, so it fits where float64 does not
     fits = crfopt.run(problem, "sdca-gap", passes=1, max_memory=state32, dtype="float32")
     assert fits.status == "budget"
+
+
+def test_an_iteration_budget_alone_with_no_checkpoint_left(problem):
+    """No pass limit and only the checkpoint at 0 (CRF.fit without monitoring): the block
+    size comes from the iteration budget alone (it was ceil(inf): an OverflowError)."""
+    res = run(problem, "lbfgs", budget=Budget(passes=None, iterations=7), checkpoints=[0.0])
+    assert res.status == "budget", res.meta.get("error")
+    assert int(res.trace["iterations"].iloc[-1]) == 7

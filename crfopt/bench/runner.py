@@ -707,11 +707,12 @@ def _loop(
         if s.iterations == 0:
             k = 1
         else:
-            per_iter = max(work() / s.iterations, 1e-9)
-            k = max(1, math.ceil((goal_passes * n - work()) / per_iter))
             # Grow blocks geometrically while the work-per-iteration estimate rests on few
             # iterations, so a first cheap iteration cannot make a block overshoot.
-            k = min(k, max(1, s.iterations))
+            k = max(1, s.iterations)
+            if math.isfinite(goal_passes):  # no pass limit and no checkpoint left: only k
+                per_iter = max(work() / s.iterations, 1e-9)
+                k = min(k, max(1, math.ceil((goal_passes * n - work()) / per_iter)))
             if budget.oracle_calls is not None:
                 per_oracle = max(s.oracle_calls / s.iterations, 1e-9)
                 k = min(k, max(1, math.ceil((budget.oracle_calls - s.oracle_calls) / per_oracle)))
