@@ -567,21 +567,53 @@ def _direction(data, w, lam_n, sc, i, T, K, E_loc, trans_dir):
 
 
 @jit(inline=True)
+def _newton_start(start, previous, g_i, r_i, lna):
+    """First point of the Newton search (``Start``): 0.5, the example's previous step, or
+    the root of the chord of f' between f'(0) = g_i + r_i and f'(1) = -λna."""
+    if start == Start.PREVIOUS:
+        x0 = previous
+    elif start == Start.CHORD:
+        x0 = (g_i + r_i) / (g_i + r_i + lna) if g_i + r_i + lna > 0.0 else 0.5
+    else:
+        x0 = 0.5
+    if not (0.0 < x0 < 1.0):
+        x0 = 0.5
+    return x0
+
+
+@jit(inline=True)
+def _store_mixture(st, sc, s, es, T, K, gamma):
+    """Store μ_γ = μ_i + γδ as logs in rows ``s``/``es`` and return H̃(μ_γ): one fused
+    pass, or the log-space tables when some entry of μ_γ is tiny (``_mix``)."""
+    h_new, bad = _commit_fused(
+        gamma,
+        T,
+        K,
+        sc.mn_f,
+        sc.dn_f,
+        sc.me_f,
+        sc.de_f,
+        sc.xn_f,
+        sc.lxn_f,
+        sc.xe_f,
+        st.mu_n,
+        st.mu_e,
+        s,
+        es,
+    )
+    if bad:
+        h_new = _commit_tables(st, sc, s, es, T, K, gamma)
+    return h_new
+
+
+@jit(inline=True)
 def _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b):
     """γ by the run's step rule (§3.2)."""
     rule = opts.rule
     lam_n = opts.lam_n
     if rule == StepRule.NEWTON:
         lna = lam_n * a
-        start = opts.start
-        if start == Start.PREVIOUS:
-            x0 = st.last_step[i]
-        elif start == Start.CHORD:
-            x0 = (g_i + r_i) / (g_i + r_i + lna) if g_i + r_i + lna > 0.0 else 0.5
-        else:
-            x0 = 0.5
-        if not (0.0 < x0 < 1.0):
-            x0 = 0.5
+        x0 = _newton_start(opts.start, st.last_step[i], g_i, r_i, lna)
         gamma, evals, capped = _newton_line_search(
             x0, opts.sub_precision, opts.max_line_search, g_i + r_i, lna, sc, T, K
         )
@@ -662,25 +694,7 @@ def _commit_tables(st, sc, s, es, T, K, gamma):
 def _commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_dir):
     """μ_i ← (1-γ) μ_i + γ ν_i (stored as logs, exact at γ ∈ {0, 1}), w += γv, totals."""
     s = data.offsets[i]
-    es = s - i
-    h_new, bad = _commit_fused(
-        gamma,
-        T,
-        K,
-        sc.mn_f,
-        sc.dn_f,
-        sc.me_f,
-        sc.de_f,
-        sc.xn_f,
-        sc.lxn_f,
-        sc.xe_f,
-        st.mu_n,
-        st.mu_e,
-        s,
-        es,
-    )
-    if bad:  # some entry of μ_γ is tiny: its log comes from log space (_mix)
-        h_new = _commit_tables(st, sc, s, es, T, K, gamma)
+    h_new = _store_mixture(st, sc, s, s - i, T, K, gamma)
     if gamma != 0.0:
         kernels.add_local(data, i, st.w, gamma, E_loc, trans_dir)
     st.w_sq[0] += gamma * gamma * a + 2.0 * gamma * b
@@ -1024,50 +1038,21 @@ def _lane_step(data, counters, st, opts, sigma, sc, i, T, K, E_loc, trans_dir):
     """One drawn sequence at the step's w: ν_i, δ_i, v_i, γ_i (σ'-scaled search) and the
     new μ_i stored (its rows are this lane's alone). Returns (g_i, a_i, γ_i, H̃(μ_i new)).
 
-    The adapter around ``sdca._commit``: that one also adds γv to w and the running
-    totals, which the lanes must not do concurrently; here only μ_i is committed
-    (``_commit_fused``/``_commit_tables``, the same two paths) and the caller applies
-    the rest in draw order.
+    Not :func:`_commit`: that one also adds γv to w and the running totals, which the
+    lanes must not do concurrently; here only μ_i is stored (:func:`_store_mixture`, as
+    ``_commit`` does) and the caller applies the rest in draw order.
     """
     g_i, r_i = _block_gaps(data, counters, st, sc, i, T, K)
     # ⟨w, v_i⟩ is taken again when v_i is added (w has moved by the lanes before it)
     a, _ = _direction(data, st.w, opts.lam_n, sc, i, T, K, E_loc, trans_dir)
     lna = sigma * opts.lam_n * a
-    start = opts.start
-    if start == Start.PREVIOUS:
-        x0 = st.last_step[i]
-    elif start == Start.CHORD:
-        x0 = (g_i + r_i) / (g_i + r_i + lna) if g_i + r_i + lna > 0.0 else 0.5
-    else:
-        x0 = 0.5
-    if not (0.0 < x0 < 1.0):
-        x0 = 0.5
+    x0 = _newton_start(opts.start, st.last_step[i], g_i, r_i, lna)
     gamma, evals, capped = _newton_line_search(
         x0, opts.sub_precision, opts.max_line_search, g_i + r_i, lna, sc, T, K
     )
     counters[kernels.LS_EVALS] += evals
     s = data.offsets[i]
-    es = s - i
-    # exactly sdca._commit's μ part (same call, same arguments; test_batch_of_one_is_sdca
-    # holds the two together bit for bit)
-    h_new, bad = _commit_fused(
-        gamma,
-        T,
-        K,
-        sc.mn_f,
-        sc.dn_f,
-        sc.me_f,
-        sc.de_f,
-        sc.xn_f,
-        sc.lxn_f,
-        sc.xe_f,
-        st.mu_n,
-        st.mu_e,
-        s,
-        es,
-    )
-    if bad:
-        h_new = _commit_tables(st, sc, s, es, T, K, gamma)
+    h_new = _store_mixture(st, sc, s, s - i, T, K, gamma)  # _commit's μ part
     return g_i, a, gamma, h_new, capped
 
 
