@@ -50,8 +50,14 @@ def test_batch_of_one_is_sdca(dense):
     a = run(p, "sdca", budget=budget, seed=3)
     b = run(p, "sdca-minibatch", budget=budget, seed=3, params={"batch_size": 1})
     assert a.status == b.status == "budget"
-    np.testing.assert_array_equal(b.w, a.w)
-    np.testing.assert_array_equal(b.trace[cols].to_numpy(float), a.trace[cols].to_numpy(float))
+    # To rounding, not bit for bit: the fused SDCA passes sum with reassociation (fastmath),
+    # and one full-suite run saw the two differ by 2e-15 in a weight while a run of this
+    # file alone gave equal bits. Iterates that followed another path would differ by
+    # far more than 1e-12 after 150 iterations.
+    np.testing.assert_allclose(b.w, a.w, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(
+        b.trace[cols].to_numpy(float), a.trace[cols].to_numpy(float), rtol=1e-12, atol=1e-13
+    )
 
 
 @pytest.mark.parametrize("dense", [False, True], ids=["sparse", "dense"])
