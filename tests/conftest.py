@@ -7,8 +7,10 @@ of the kernels' virtual bias attributes, and enumerate all K^T labelings.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +45,24 @@ def _isolated_cache(tmp_path_factory):
         os.environ.pop("CRFOPT_CACHE", None)
     else:
         os.environ["CRFOPT_CACHE"] = old
+
+
+@contextlib.contextmanager
+def one_kernel_thread() -> Iterator[None]:
+    """numba's kernels on one thread inside the block (nothing to do on the NumPy path)."""
+    from crfopt.kernels.jit import JIT_ENABLED
+
+    if not JIT_ENABLED:
+        yield
+        return
+    import numba
+
+    old = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(old)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -18,6 +18,8 @@ import pytest
 
 import crfopt
 
+from conftest import one_kernel_thread
+
 GOLDEN = Path(__file__).with_name("golden")
 sys.path.insert(0, str(GOLDEN))
 import make_traces  # noqa: E402
@@ -34,17 +36,8 @@ def problems():
 @pytest.fixture(scope="module", autouse=True)
 def _one_thread():
     """The golden runs used one kernel thread; the batch reductions' order follows it."""
-    from crfopt.kernels.jit import JIT_ENABLED
-
-    if not JIT_ENABLED:
+    with one_kernel_thread():
         yield
-        return
-    import numba
-
-    old = numba.get_num_threads()
-    numba.set_num_threads(1)
-    yield
-    numba.set_num_threads(old)
 
 
 def test_every_optimizer_has_a_golden_trace():

@@ -18,22 +18,15 @@ import crfopt
 import crfopt.bench.optimum as opt
 from crfopt.bench.evaluator import Evaluator
 
+from conftest import one_kernel_thread
+
 
 @pytest.fixture(autouse=True, scope="module")
 def _one_thread():
     """One kernel thread: on a loaded 2-core machine the parallel kernels' barriers cost
     0.3 s per oracle call on these tiny problems (measured), 15x a single thread."""
-    from crfopt.kernels.jit import JIT_ENABLED
-
-    if not JIT_ENABLED:
+    with one_kernel_thread():
         yield
-        return
-    import numba
-
-    old = numba.get_num_threads()
-    numba.set_num_threads(1)
-    yield
-    numba.set_num_threads(old)
 
 
 @pytest.fixture
