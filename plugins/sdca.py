@@ -970,14 +970,19 @@ class SDCA(crfopt.Optimizer):
         )
         if done < k:
             self.converged = True
-        if st.cap_hits[0] > hits:
+        self._warn_cap_hits(hits)
+        return done
+
+    def _warn_cap_hits(self, before: int) -> None:
+        """Warn when Newton searches hit ``max_line_search`` since ``before`` (§7.9)."""
+        hits = int(self._state.cap_hits[0])
+        if hits > before:
             warnings.warn(
                 f"SDCA line search hit its cap of {self._opts.max_line_search} evaluations "
-                f"{int(st.cap_hits[0]) - hits} time(s); returned the last iterate (§7.9)",
+                f"{hits - before} time(s); returned the last iterate (§7.9)",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-        return done
 
     def step(self) -> None:
         self.run_block(1)
@@ -1273,13 +1278,7 @@ class SDCAMinibatch(SDCA):
         )
         if done < k:
             self.converged = True
-        if st.cap_hits[0] > hits:
-            warnings.warn(
-                f"SDCA line search hit its cap of {self._opts.max_line_search} evaluations "
-                f"{int(st.cap_hits[0]) - hits} time(s); returned the last iterate (§7.9)",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+        self._warn_cap_hits(hits)
         return done
 
 

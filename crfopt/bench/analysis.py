@@ -202,13 +202,7 @@ def median_value_at(
 ) -> float:
     """Median over runs (grouped by ``by``) of :func:`value_at`; runs that never got to
     x are left out; nan when none did."""
-    vals = []
-    for run in _runs(df, by):
-        converged = str(run["status"].iloc[-1]) == "converged"
-        v = value_at(run[axis], run[col], x, converged=converged, tolerance=tolerance)
-        if not math.isnan(v):
-            vals.append(v)
-    return float(np.median(vals)) if vals else math.nan
+    return spread_value_at(df, col, x, axis, by=by, tolerance=tolerance).median
 
 
 def median_reach(
@@ -221,8 +215,7 @@ def median_reach(
 ) -> float:
     """Median over runs of :func:`first_reach` (inf for a run that never got there);
     nan for no runs."""
-    vals = [first_reach(run[axis], run[col], target) for run in _runs(df, by)]
-    return float(np.median(vals)) if vals else math.nan
+    return spread_reach(df, col, target, axis, by=by).median
 
 
 @dataclass(frozen=True)
