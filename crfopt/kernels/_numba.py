@@ -903,37 +903,29 @@ BATCH_CHUNKS = 32
 
 
 @numba.njit(**_NJIT)
+def _mass_bounds(cum, n_chunks):
+    """Cut ``0..len(cum)-1`` into ``n_chunks`` ranges of about equal mass, ``cum`` being
+    the running total (CSR offsets or pointers)."""
+    m = cum.shape[0] - 1
+    total = cum[m]
+    n_chunks = max(1, min(m, n_chunks))
+    bounds = np.empty(n_chunks + 1, dtype=np.int64)
+    bounds[0] = 0
+    for c in range(1, n_chunks):
+        b = np.searchsorted(cum, (total * c) // n_chunks)
+        bounds[c] = min(max(b, bounds[c - 1]), m)
+    bounds[n_chunks] = m
+    return bounds
+
+
+@numba.njit(**_NJIT)
 def _chunk_bounds(offsets, n_chunks):
     """Sequence indices cutting the batch into ``n_chunks`` runs of about equal tokens.
 
     Cutting by sequence count left one thread with the long sequences (CoNLL-2000's
     lengths vary 1–100+); by tokens, each chunk costs about the same forward–backward.
     """
-    n = offsets.shape[0] - 1
-    N = offsets[n]
-    n_chunks = max(1, min(n, n_chunks))
-    bounds = np.empty(n_chunks + 1, dtype=np.int64)
-    bounds[0] = 0
-    for c in range(1, n_chunks):
-        b = np.searchsorted(offsets, (N * c) // n_chunks)
-        bounds[c] = min(max(b, bounds[c - 1]), n)
-    bounds[n_chunks] = n
-    return bounds
-
-
-@numba.njit(**_NJIT)
-def _nnz_bounds(ptr, n_chunks):
-    """Cut ``0..len(ptr)-1`` into ``n_chunks`` ranges of about equal ``ptr`` mass (nnz)."""
-    A = ptr.shape[0] - 1
-    total = ptr[A]
-    n_chunks = max(1, min(A, n_chunks))
-    bounds = np.empty(n_chunks + 1, dtype=np.int64)
-    bounds[0] = 0
-    for c in range(1, n_chunks):
-        b = np.searchsorted(ptr, (total * c) // n_chunks)
-        bounds[c] = min(max(b, bounds[c - 1]), A)
-    bounds[n_chunks] = A
-    return bounds
+    return _mass_bounds(offsets, n_chunks)
 
 
 @numba.njit(**_NJIT)
@@ -1089,7 +1081,7 @@ def _scatter_emission_sparse(col_ptr, col_token, col_value, weights, G):
     # occurrence, so the frequent attributes crowd the low ids and an even split of ids
     # left one thread most of the work.
     K = weights.shape[1]
-    bounds = _nnz_bounds(col_ptr, 4 * BATCH_CHUNKS)
+    bounds = _mass_bounds(col_ptr, 4 * BATCH_CHUNKS)  # equal nnz
     for ch in numba.prange(bounds.shape[0] - 1):
         for a in range(bounds[ch], bounds[ch + 1]):
             for k in range(K):
