@@ -109,7 +109,11 @@ def listing_rows(reg: Any) -> dict[str, list[dict[str, Any]]]:
                 "source": fam.source,
                 "shared": params_text(fam.shared),
                 "variants": [
-                    [name, summary, params_text(own) if own or single else "(shared)"]
+                    [
+                        name,
+                        _penalty_summary(summary, reg.optimizers[name]),
+                        params_text(own) if own or single else "(shared)",
+                    ]
                     for name, summary, own in fam.variants
                 ],
                 "parameters": family_parameter_rows(reg, names),
@@ -122,6 +126,12 @@ def listing_rows(reg: Any) -> dict[str, list[dict[str, Any]]]:
     ]
     failures = [{"name": f.name, "source": f.source, "error": f.error} for f in reg.failures]
     return {"optimizers": families, "problems": problems, "failures": failures}
+
+
+def _penalty_summary(summary: str, spec: Any) -> str:
+    """A variant's summary, marked when it also minimizes the elastic net (σ > 0 is
+    refused, with the reason, by the variants that do not declare ℓ1)."""
+    return summary if "l1" not in spec.regularizers else f"{summary}; accepts ℓ1 (--l1)"
 
 
 def value_text(v: Any) -> str:
@@ -176,6 +186,7 @@ def optimizer_detail(spec: Any) -> dict[str, Any]:
         "reference": spec.reference,
         "source": spec.source,
         "capabilities": sorted(spec.capabilities),
+        "regularizers": list(spec.regularizers),
         "parameters": [
             _param_row(k, p, value_text(p.default)) for k, p in spec.parameters().items()
         ],

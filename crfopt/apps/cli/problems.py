@@ -124,6 +124,7 @@ def _detail_table(name: str, detail: dict[str, Any]) -> Table:
     console.print(f"reference: {escape(detail['reference'] or '—')}")
     console.print(f"source: {escape(detail['source'])}")
     console.print(f"capabilities: {escape(', '.join(detail['capabilities']) or 'none')}")
+    console.print(f"regularizers: {escape(', '.join(detail.get('regularizers', ['l2'])))}")
     table = _parameter_table(f"parameters of {name} (set: {name}[param=value])")
     for row in detail["parameters"]:
         table.add_row(*map(escape, row))
