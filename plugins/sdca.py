@@ -88,6 +88,7 @@ class SDCAState(NamedTuple):
     """
 
     w: np.ndarray  # (d,) = ŵ(μ)
+    u: np.ndarray  # (d,) z(μ)/λ, unthresholded (w = S_τ(u), τ = σ/λ); the same array as w at σ = 0
     mu_n: np.ndarray  # (N, K) log node marginals of μ_i (float64 or float32)
     mu_e: np.ndarray  # (N - n, K, K) log edge marginals of μ_i
     gaps: np.ndarray  # (n,) stored pre-step block gaps G_i
@@ -112,7 +113,11 @@ class SDCAOptions(NamedTuple):
     theory_step: float  # γ of StepRule.THEORY (NaN otherwise: never read)
     tolerance: float  # stop when ĝ = Σ G_i / n falls below it
     refresh_every: int  # iterations between full gap refreshes (0: never)
+    tau: float  # σ/λ, the threshold of w = S_τ(u) (0: the ℓ2 arithmetic, untouched)
 
+
+# The empty segment of the ℓ2 searches (τ = 0: never read).
+_NO_SEGMENT = np.zeros((3, 0))
 
 # Below this a linear-space mixture could lose its relative precision (or underflow):
 # take the log of the mixture in log space instead (§5.2).
@@ -337,11 +342,103 @@ def _derivatives_tables(gamma, sc, T, K, lna):
     return d1, d2
 
 
+# ---------------------------------------------------------------- prox-SDCA (σ > 0)
+# With an ℓ1 weight σ the primal map is ∇g*(z) = S_σ(z)/λ (docs/algorithms.md §1.9, §3.14).
+# The state keeps u = z(μ)/λ (= w at σ = 0) and w = S_τ(u), τ = σ/λ, on the coordinates a
+# block moves. Along a block's segment the quadratic part of n·D becomes
+# -λn/2 ‖S_τ(u + γv)‖², piecewise quadratic in γ; only the coordinates of v's support whose
+# segment [u_j, u_j + v_j] leaves [-τ, τ] contribute, and they are packed into ``seg``
+# (rows: u_j, v_j, S_τ(u_j)) once per step, so each evaluation costs O(their number).
+
+
 @jit(inline=True)
-def _newton_step(x, lo, hi, sc, T, K, lna):
+def _soft(x, tau):
+    """S_τ(x) = sign(x) max(|x| - τ, 0), the same rounding as duality.soft_threshold."""
+    if x > tau:
+        return x - tau
+    if x < -tau:
+        return x + tau
+    return 0.0
+
+
+@jit(inline=True)
+def _pack_one(x, v, tau, seg, m):
+    # a coordinate whose whole segment stays in [-τ, τ] has S_τ ≡ 0 on it: no part in f
+    if v == 0.0 or (abs(x) <= tau and abs(x + v) <= tau):
+        return m
+    seg[0, m] = x
+    seg[1, m] = v
+    seg[2, m] = _soft(x, tau)
+    return m + 1
+
+
+@jit
+def _pack_segment(data, i, u, tau, E_loc, trans_dir, seg):
+    """Pack the coordinates of v = (E_loc, trans_dir) on sequence i's support where
+    S_τ(u + γv) is not identically 0 for γ ∈ [0, 1]; returns their number m."""
+    K = data.n_labels
+    U = kernels.emission_matrix(data, u)
+    lo, hi = kernels.support_bounds(data, i)
+    m = 0
+    for j in range(hi - lo):
+        a = data.support[lo + j]
+        for k in range(K):
+            m = _pack_one(U[a, k], E_loc[j, k], tau, seg, m)
+    W = kernels.transition_matrix(data, u)
+    for k in range(K):
+        for l in range(K):
+            m = _pack_one(W[k, l], trans_dir[k, l], tau, seg, m)
+    return m
+
+
+@jit(fastmath=True)
+def _segment_slope(gamma, seg, m, tau):
+    """(φ(γ), φ'(γ)) with φ(γ) = ⟨S_τ(u + γv) - S_τ(u), v⟩ over the packed coordinates:
+    f'(γ) = ⟨δ, log ν - log μ_γ⟩_tree - λn φ(γ), f''(γ) = -Fisher - λn φ'(γ); φ' = the
+    Σ v_j² over the coordinates active (|u_j + γv_j| > τ) at γ, so f'' jumps at kinks."""
+    phi = 0.0
+    curv = 0.0
+    for j in range(m):
+        v = seg[1, j]
+        x = seg[0, j] + gamma * v
+        phi += v * (_soft(x, tau) - seg[2, j])
+        curv += v * v if abs(x) > tau else 0.0
+    return phi, curv
+
+
+@jit(fastmath=True)
+def _segment_value(gamma, seg, m, tau):
+    """ψ(γ) = ½(‖S_τ(u + γv)‖² - ‖S_τ(u)‖²) over the packed coordinates (ψ' = φ)."""
+    psi = 0.0
+    for j in range(m):
+        s0 = seg[2, j]
+        s1 = _soft(seg[0, j] + gamma * seg[1, j], tau)
+        psi += 0.5 * (s1 - s0) * (s1 + s0)
+    return psi
+
+
+@jit(inline=True)
+def _prox_derivatives(gamma, sc, T, K, lam_n, seg, m, tau):
+    """f'(γ), f''(γ) of the prox block objective f(γ) = H̃(μ_γ) - λn ψ(γ) (§3.14).
+
+    The entropy part is :func:`_derivatives` with no quadratic term; ⟨δ, log ν⟩_tree =
+    -λn⟨w, v⟩ still holds (ν = ν(w), w the thresholded weights), so the linear term is
+    replaced by -λn (φ(γ) - φ(0)) with φ(0) = 0.
+    """
+    d1, d2 = _derivatives(gamma, sc, T, K, 0.0)
+    phi, curv = _segment_slope(gamma, seg, m, tau)
+    return d1 - lam_n * phi, d2 - lam_n * curv
+
+
+@jit(inline=True)
+def _newton_step(x, lo, hi, sc, T, K, lna, seg, m, tau):
     """One evaluation of f', f'' at x: the Newton step f'/f'' and the bracket [lo, hi]
-    tightened by the sign of f'(x) (f' < 0 left of the root)."""
-    u, curv = _derivatives(x, sc, T, K, lna)
+    tightened by the sign of f'(x) (f' < 0 left of the root). ``lna`` is λna, or λn for
+    the prox objective (τ > 0, segment ``seg[:, :m]``)."""
+    if tau > 0.0:
+        u, curv = _prox_derivatives(x, sc, T, K, lna, seg, m, tau)
+    else:
+        u, curv = _derivatives(x, sc, T, K, lna)
     if u < 0.0:
         lo = x
     else:
@@ -360,6 +457,24 @@ def _newton_line_search(x0, sub_precision, max_iter, u0, lna, sc, T, K):
         return 0.0, 0, False
     if lna <= 0.0:
         return 1.0, 0, False
+    return _rtsafe(x0, sub_precision, max_iter, lna, sc, T, K, _NO_SEGMENT, 0, 0.0)
+
+
+@jit
+def _prox_line_search(x0, sub_precision, max_iter, u0, lam_n, sc, T, K, seg, m, tau):
+    """:func:`_newton_line_search` on the prox block objective (§3.14): bracketed since
+    f'(0) = g_i + r_i ≥ 0 and f'(1) = -λn φ(1) ≤ 0 (S_τ is monotone); f'' jumps where a
+    coordinate crosses ±τ, which the bisection safeguard absorbs."""
+    if u0 <= 0.0:
+        return 0.0, 0, False
+    if m == 0:  # ψ ≡ 0: f' decreases to f'(1) = 0, the maximum is at γ = 1
+        return 1.0, 0, False
+    return _rtsafe(x0, sub_precision, max_iter, lam_n, sc, T, K, seg, m, tau)
+
+
+@jit
+def _rtsafe(x0, sub_precision, max_iter, lna, sc, T, K, seg, m, tau):
+    """The bracketed Newton–bisection loop of both searches (f'(0) > 0 > f'(1) checked)."""
     evals = 0
     lo = 1.0  # f'(lo) < 0
     hi = 0.0  # f'(hi) > 0
@@ -368,7 +483,7 @@ def _newton_line_search(x0, sub_precision, max_iter, u0, lna, sc, T, K):
     dx_prev = 1.0
     # Tighten the bracket with the first evaluation too (rtsafe does not; it only saves
     # a re-evaluation at the midpoint when the first Newton step is rejected).
-    newton, lo, hi = _newton_step(x, lo, hi, sc, T, K, lna)
+    newton, lo, hi = _newton_step(x, lo, hi, sc, T, K, lna, seg, m, tau)
     evals += 1
     for _ in range(max_iter):
         cand = x - newton
@@ -384,21 +499,24 @@ def _newton_line_search(x0, sub_precision, max_iter, u0, lna, sc, T, K):
             x = lo + dx_prev
         if abs(dx_prev) < sub_precision:
             return x, evals, False
-        newton, lo, hi = _newton_step(x, lo, hi, sc, T, K, lna)
+        newton, lo, hi = _newton_step(x, lo, hi, sc, T, K, lna, seg, m, tau)
         evals += 1
     return x, evals, True
 
 
 @jit(inline=True)
-def _block_value(gamma, a, b, lam_n, sc, T, K):
-    """f(γ) = H̃(μ_γ) - λn/2 (γ² a + 2γ b) (LPL18 eq. 20), for the golden-section search."""
+def _block_value(gamma, a, b, lam_n, sc, T, K, seg, m, tau):
+    """f(γ) = H̃(μ_γ) - λn/2 (γ² a + 2γ b) (LPL18 eq. 20), for the golden-section search;
+    with τ > 0 the quadratic part is λn ψ(γ) (§3.14)."""
     _mix(gamma, sc, T, K)
     H = kernels.chain_entropy_linlog(sc.xn, sc.xe, sc.lxn, sc.lxe, T, K)
+    if tau > 0.0:
+        return H - lam_n * _segment_value(gamma, seg, m, tau)
     return H - 0.5 * lam_n * (gamma * gamma * a + 2.0 * gamma * b)
 
 
 @jit
-def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K):
+def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K, seg, m, tau):
     """Golden-section maximization of the concave f on [0, 1] to ``sub_precision``.
 
     Returns (γ, evaluations of f).
@@ -408,8 +526,8 @@ def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K):
     hi = 1.0
     c = hi - gr * (hi - lo)
     d = lo + gr * (hi - lo)
-    fc = _block_value(c, a, b, lam_n, sc, T, K)
-    fd = _block_value(d, a, b, lam_n, sc, T, K)
+    fc = _block_value(c, a, b, lam_n, sc, T, K, seg, m, tau)
+    fd = _block_value(d, a, b, lam_n, sc, T, K, seg, m, tau)
     evals = 2
     while hi - lo > sub_precision:
         if fc > fd:
@@ -417,13 +535,13 @@ def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K):
             d = c
             fd = fc
             c = hi - gr * (hi - lo)
-            fc = _block_value(c, a, b, lam_n, sc, T, K)
+            fc = _block_value(c, a, b, lam_n, sc, T, K, seg, m, tau)
         else:
             lo = c
             c = d
             fc = fd
             d = lo + gr * (hi - lo)
-            fd = _block_value(d, a, b, lam_n, sc, T, K)
+            fd = _block_value(d, a, b, lam_n, sc, T, K, seg, m, tau)
         evals += 1
     return 0.5 * (lo + hi), evals
 
@@ -607,10 +725,22 @@ def _store_mixture(st, sc, s, es, T, K, gamma):
 
 
 @jit(inline=True)
-def _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b):
-    """γ by the run's step rule (§3.2)."""
+def _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b, seg, m):
+    """γ by the run's step rule (§3.2; the prox objective of §3.14 when τ > 0)."""
     rule = opts.rule
     lam_n = opts.lam_n
+    tau = opts.tau
+    if rule == StepRule.NEWTON and tau > 0.0:
+        # the chord start needs f'(1) = -λn φ(1) (-λna at σ = 0)
+        end = lam_n * _segment_slope(1.0, seg, m, tau)[0]
+        x0 = _newton_start(opts.start, st.last_step[i], g_i, r_i, end)
+        gamma, evals, capped = _prox_line_search(
+            x0, opts.sub_precision, opts.max_line_search, g_i + r_i, lam_n, sc, T, K, seg, m, tau
+        )
+        counters[kernels.LS_EVALS] += evals
+        if capped:
+            st.cap_hits[0] += 1
+        return gamma
     if rule == StepRule.NEWTON:
         lna = lam_n * a
         x0 = _newton_start(opts.start, st.last_step[i], g_i, r_i, lna)
@@ -622,7 +752,7 @@ def _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b):
             st.cap_hits[0] += 1
         return gamma
     if rule == StepRule.GOLDEN:
-        gamma, evals = _golden_line_search(opts.sub_precision, a, b, lam_n, sc, T, K)
+        gamma, evals = _golden_line_search(opts.sub_precision, a, b, lam_n, sc, T, K, seg, m, tau)
         counters[kernels.LS_EVALS] += evals
         return gamma
     if rule == StepRule.FIXED:
@@ -690,25 +820,65 @@ def _commit_tables(st, sc, s, es, T, K, gamma):
     return kernels.chain_entropy_linlog(sc.xn, sc.xe, lxn, lxe, T, K)
 
 
+@jit
+def _threshold_local(data, i, u, w, tau):
+    """w = S_τ(u) on sequence i's support (the only coordinates where u just moved);
+    returns the change of ‖w‖², Σ (w_new - w_old)(w_new + w_old)."""
+    K = data.n_labels
+    U = kernels.emission_matrix(data, u)
+    Wm = kernels.emission_matrix(data, w)
+    lo, hi = kernels.support_bounds(data, i)
+    change = 0.0
+    for j in range(hi - lo):
+        a = data.support[lo + j]
+        for k in range(K):
+            old = Wm[a, k]
+            new = _soft(U[a, k], tau)
+            Wm[a, k] = new
+            change += (new - old) * (new + old)
+    Ut = kernels.transition_matrix(data, u)
+    Wt = kernels.transition_matrix(data, w)
+    for k in range(K):
+        for l in range(K):
+            old = Wt[k, l]
+            new = _soft(Ut[k, l], tau)
+            Wt[k, l] = new
+            change += (new - old) * (new + old)
+    return change
+
+
 @jit(inline=True)
-def _commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_dir):
-    """μ_i ← (1-γ) μ_i + γ ν_i (stored as logs, exact at γ ∈ {0, 1}), w += γv, totals."""
-    s = data.offsets[i]
-    h_new = _store_mixture(st, sc, s, s - i, T, K, gamma)
+def _move_w(data, st, i, gamma, a, b, E_loc, trans_dir, tau):
+    """w += γv and ‖w‖² += γ²a + 2γb (ℓ2); with τ > 0, u += γv and w = S_τ(u) on v's
+    support, ‖w‖² updated by the change there (§3.14): sparse, no O(d) work."""
+    if tau > 0.0:
+        if gamma != 0.0:
+            kernels.add_local(data, i, st.u, gamma, E_loc, trans_dir)
+            st.w_sq[0] += _threshold_local(data, i, st.u, st.w, tau)
+        return
     if gamma != 0.0:
         kernels.add_local(data, i, st.w, gamma, E_loc, trans_dir)
     st.w_sq[0] += gamma * gamma * a + 2.0 * gamma * b
+
+
+@jit(inline=True)
+def _commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_dir, tau):
+    """μ_i ← (1-γ) μ_i + γ ν_i (stored as logs, exact at γ ∈ {0, 1}), w += γv, totals."""
+    s = data.offsets[i]
+    h_new = _store_mixture(st, sc, s, s - i, T, K, gamma)
+    _move_w(data, st, i, gamma, a, b, E_loc, trans_dir, tau)
     st.entropy_sum[0] += h_new - st.entropies[i]
     st.entropies[i] = h_new
 
 
 @jit
-def _sdca_block(data, counters, st, sampler, u, k_iters, opts, sc, E_loc):
+def _sdca_block(data, counters, st, sampler, u, k_iters, opts, sc, E_loc, seg):
     """k_iters SDCA iterations (§3.1) on ``st`` (SDCAState) with ``opts`` (SDCAOptions).
 
     Returns the number done (fewer if ĝ < tolerance). ``u`` holds the sampler's two
     uniforms per iteration; ``sc`` is a :func:`make_scratch`; ``E_loc`` has room for the
-    largest sequence support.
+    largest sequence support; ``seg`` (3 × the largest support's coordinates) receives
+    the prox segment when τ > 0 (§3.14).
     """
     n = data.offsets.shape[0] - 1
     K = data.n_labels
@@ -723,9 +893,12 @@ def _sdca_block(data, counters, st, sampler, u, k_iters, opts, sc, E_loc):
         T = data.offsets[i + 1] - data.offsets[i]
         g_i, r_i = _block_gaps(data, counters, st, sc, i, T, K)  # g_i: the pre-step gap
         a, b = _direction(data, st.w, opts.lam_n, sc, i, T, K, E_loc, trans_dir)
-        gamma = _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b)
+        m = 0
+        if opts.tau > 0.0:
+            m = _pack_segment(data, i, st.u, opts.tau, E_loc, trans_dir, seg)
+        gamma = _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b, seg, m)
         st.last_step[i] = gamma
-        _commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_dir)
+        _commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_dir, opts.tau)
         st.gap_sum[0] += g_i - st.gaps[i]
         st.gaps[i] = g_i
         samplers.sampler_feedback(sampler, i, g_i, gamma * math.sqrt(a))
@@ -846,6 +1019,9 @@ class SDCA(crfopt.Optimizer):
     )
     capabilities = frozenset({"stochastic", "has_dual", "gap_estimate", "line_search"})
     cost = crfopt.Cost(init_passes=1.0)  # the gibbs μ⁰: one oracle_scores per sequence
+    # σ > 0 is prox-SDCA (SSZ13's ℓ1 + ℓ2 case, §3.14): the same method with the primal
+    # map S_σ(z)/λ, identical to the ℓ2 arithmetic at σ = 0, so every variant takes it.
+    regularizers = ("l2", "l1")
 
     @classmethod
     def state_memory(cls, problem: crfopt.CRFProblem, params: Mapping[str, Any]) -> int:
@@ -861,9 +1037,11 @@ class SDCA(crfopt.Optimizer):
         L = int(kd.max_len)
         support = int(kd.n_attributes) if kd.dense else int(np.diff(kd.support_ptr).max())
         work = len(_FIELDS) * (L * K + max(L - 1, 1) * K * K)
+        # σ > 0: u = z/λ beside w, and the prox segment (3 rows over a support's coordinates)
+        prox = problem.dim + 3 * (support * K + K * K) if problem.l1 > 0 else 0
         return int(
             problem.dual_memory(itemsize)
-            + 8 * (2 * problem.dim + 8 * problem.n + work + support * K)
+            + 8 * (2 * problem.dim + 8 * problem.n + work + support * K + prox)
         )
 
     @classmethod
@@ -885,11 +1063,18 @@ class SDCA(crfopt.Optimizer):
         self._mu = initial_dual(
             p, prm["init"], c=prm["init_score"], epsilon=prm["init_epsilon"], dtype=dtype
         )
-        w = p.conjugate_weights(self._mu)  # w⁰ = ŵ(μ⁰), no oracle call
+        tau = p.l1 / p.lam if p.l1 > 0 else 0.0
+        if tau > 0.0:  # u⁰ = z(μ⁰)/λ and w⁰ = S_τ(u⁰) = ŵ(μ⁰) (§3.14), no oracle call
+            u = duality.dual_direction(p, self._mu) / p.lam
+            w = duality.soft_threshold(u, tau)
+        else:
+            w = p.conjugate_weights(self._mu)  # w⁰ = ŵ(μ⁰), no oracle call
+            u = w  # never read at σ = 0
         gaps = np.full(p.n, prm["initial_gap"])
         entropies = duality.entropies(p, self._mu)
         self._state = SDCAState(
             w=w,
+            u=u,
             mu_n=self._mu.log_nodes,
             mu_e=self._mu.log_edges,
             gaps=gaps,
@@ -907,6 +1092,8 @@ class SDCA(crfopt.Optimizer):
         max_support = int(kd.n_attributes) if kd.dense else int(np.diff(kd.support_ptr).max())
         self._E_loc = np.zeros((max_support, p.n_labels))
         self._scratch = make_scratch(int(kd.max_len), p.n_labels)
+        K = p.n_labels
+        self._segment = np.zeros((3, max_support * K + K * K if tau > 0.0 else 0))
 
     def _make_sampler(self, **extra: Any) -> crfopt.Sampler:
         p = self.problem
@@ -946,6 +1133,7 @@ class SDCA(crfopt.Optimizer):
             theory_step=theory,
             tolerance=prm["tolerance"],
             refresh_every=0 if refresh is None else int(refresh) * p.n,
+            tau=p.l1 / p.lam if p.l1 > 0 else 0.0,
         )
 
     @property
@@ -967,6 +1155,7 @@ class SDCA(crfopt.Optimizer):
             self._opts,
             self._scratch,
             self._E_loc,
+            self._segment,
         )
         if done < k:
             self.converged = True
@@ -1138,9 +1327,7 @@ def _minibatch_block(
             gamma = gam[j]
             a = av[j]
             b = kernels.dot_local(data, i, st.w, E_locs[j], trans_dirs[j])
-            if gamma != 0.0:
-                kernels.add_local(data, i, st.w, gamma, E_locs[j], trans_dirs[j])
-            st.w_sq[0] += gamma * gamma * a + 2.0 * gamma * b
+            _move_w(data, st, i, gamma, a, b, E_locs[j], trans_dirs[j], opts.tau)
             st.entropy_sum[0] += hn[j] - st.entropies[i]
             st.entropies[i] = hn[j]
             st.last_step[i] = gamma
@@ -1252,6 +1439,7 @@ class SDCAMinibatch(SDCA):
             theory_step=math.nan,
             tolerance=prm["tolerance"],
             refresh_every=0,
+            tau=p.l1 / p.lam if p.l1 > 0 else 0.0,
         )
 
     def run_block(self, k: int) -> int:
