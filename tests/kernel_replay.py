@@ -54,6 +54,7 @@ TRAJECTORY_METHODS = frozenset({"sg", "asg", "adagrad"})
 #            the gradient is tiny;
 #   owlqn    its backtracking search accepts on an Armijo comparison of function values
 #            (the same tie once the pseudo-gradient is tiny).
+#   prox-saga  the same Lipschitz line search, and the prox's soft-threshold tests.
 REPLAY_METHODS = frozenset(
     {
         "lbfgs",
@@ -61,6 +62,7 @@ REPLAY_METHODS = frozenset(
         "oeg-c0",
         "oeg-norp",
         "owlqn",
+        "prox-saga",
         "sag",
         "sag-nus",
         "sag-nus-star",
