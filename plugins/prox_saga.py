@@ -271,6 +271,11 @@ class ProxSAGA(crfopt.Optimizer):
     def setup(self) -> None:
         p = self.problem
         prm = self.params
+        for name in ("step_factor", "initial_lipschitz"):
+            if not prm[name] > 0.0:  # η = step_factor / L must be a positive finite step
+                raise crfopt.ParameterError(
+                    f"prox-saga: parameter {name!r} must be > 0, got {prm[name]}"
+                )
         kd = p.data
         K, n = p.n_labels, p.n
         U = np.zeros((p.n_tokens, K))

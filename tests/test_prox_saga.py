@@ -152,3 +152,11 @@ def test_reaches_the_certified_optimum_with_its_zeros(sigma):
     else:  # plain SAGA: nothing is thresholded
         assert np.count_nonzero(w) == np.count_nonzero(np.abs(w_split) > 1e-6)
     assert Evaluator(p).primal(w) == pytest.approx(ref.p_star, rel=1e-10)
+
+
+@pytest.mark.parametrize("name", ["step_factor", "initial_lipschitz"])
+def test_a_zero_step_or_lipschitz_estimate_is_refused_by_name(name):
+    # η = step_factor / L: 0 would make no step, L₀ = 0 an infinite one
+    spec = crfopt.get_registry().optimizer("prox-saga")
+    with pytest.raises(crfopt.ParameterError, match=f"'{name}' must be > 0"):
+        spec.create(_sparse(0.01), 0, {name: 0.0})
