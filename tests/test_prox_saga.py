@@ -92,7 +92,7 @@ def _lazy(problem, seed, iterations, **params):
     with problem.initialization():
         opt = spec.create(problem, seed, params)
     opt.run_block(iterations // 2)
-    w_mid = opt.w  # reading w mid-run must not perturb the iterates
+    w_mid = opt.w  # a checkpoint's read, mid-epoch
     opt.run_block(iterations - iterations // 2)
     return opt.w, w_mid, opt
 
@@ -116,6 +116,19 @@ def test_lazy_iterates_equal_dense_prox_saga(sigma, crossings, line_search):
         # the cases the closed-form catch-up must get right all occur
         assert absorbed > 0 and (crossed > 0) == crossings, (crossed, absorbed)
         assert 0 < np.count_nonzero(w) < p.dim
+
+
+def test_reading_w_leaves_the_iterates_bit_for_bit():
+    """Evaluation catches up a copy: a run read mid-way ends exactly where an unread one does
+    (catching up in place would split one closed-form composition into two, in rounding)."""
+    p = _sparse(0.003)
+    iterations = 7 * p.n + 5
+    w_read, _, _ = _lazy(p, 2, iterations)
+    spec = crfopt.get_registry().optimizer("prox-saga")
+    with p.initialization():
+        opt = spec.create(p, 2, {})
+    opt.run_block(iterations)
+    assert np.array_equal(w_read, opt.w)
 
 
 def test_dense_embeddings_match_too():
