@@ -10,6 +10,11 @@ update, w += γ v with v = (E_{μ_i}F - E_{ν_i}F)/(λn) (the corrected form of 
 Alg. 2, §1.4 erratum). The pre-step block gap g_i = D̃(μ_i ‖ ν_i) drives the gap
 sampler and the gap estimate ĝ = mean of the stored gaps (LPL18 §5, §6.3).
 
+With an ℓ1 weight σ > 0 (the elastic net, docs/algorithms.md §1.9) every variant is
+prox-SDCA (§3.14): the state keeps u = z(μ)/λ and w = S_τ(u), τ = σ/λ, re-thresholded on
+the block's support only, and the line search maximizes the piecewise-quadratic dual
+exactly. At σ = 0 the ℓ2 arithmetic runs unchanged.
+
 ``sdca-minibatch`` (docs/algorithms.md §3.13) runs the same blocks B at a time in a
 parallel loop, all at the same w: each sequence chooses its own γ_i on its block
 objective with the quadratic term scaled by σ' = B,
@@ -505,14 +510,27 @@ def _rtsafe(x0, sub_precision, max_iter, lna, sc, T, K, seg, m, tau):
 
 
 @jit(inline=True)
-def _block_value(gamma, a, b, lam_n, sc, T, K, seg, m, tau):
-    """f(γ) = H̃(μ_γ) - λn/2 (γ² a + 2γ b) (LPL18 eq. 20), for the golden-section search;
-    with τ > 0 the quadratic part is λn ψ(γ) (§3.14)."""
+def _block_value(gamma, a, b, lam_n, sc, T, K):
+    """f(γ) = H̃(μ_γ) - λn/2 (γ² a + 2γ b) (LPL18 eq. 20), for the golden-section search."""
     _mix(gamma, sc, T, K)
     H = kernels.chain_entropy_linlog(sc.xn, sc.xe, sc.lxn, sc.lxe, T, K)
-    if tau > 0.0:
-        return H - lam_n * _segment_value(gamma, seg, m, tau)
     return H - 0.5 * lam_n * (gamma * gamma * a + 2.0 * gamma * b)
+
+
+@jit(inline=True)
+def _prox_block_value(gamma, lam_n, sc, T, K, seg, m, tau):
+    """f(γ) = H̃(μ_γ) - λn ψ(γ), the prox block objective (§3.14); a = b = 0 leaves H̃."""
+    return _block_value(gamma, 0.0, 0.0, lam_n, sc, T, K) - lam_n * _segment_value(
+        gamma, seg, m, tau
+    )
+
+
+@jit(inline=True)
+def _search_value(gamma, a, b, lam_n, sc, T, K, seg, m, tau):
+    """The golden search's f: the prox objective when τ > 0, else LPL18 eq. 20."""
+    if tau > 0.0:
+        return _prox_block_value(gamma, lam_n, sc, T, K, seg, m, tau)
+    return _block_value(gamma, a, b, lam_n, sc, T, K)
 
 
 @jit
@@ -526,8 +544,8 @@ def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K, seg, m, tau):
     hi = 1.0
     c = hi - gr * (hi - lo)
     d = lo + gr * (hi - lo)
-    fc = _block_value(c, a, b, lam_n, sc, T, K, seg, m, tau)
-    fd = _block_value(d, a, b, lam_n, sc, T, K, seg, m, tau)
+    fc = _search_value(c, a, b, lam_n, sc, T, K, seg, m, tau)
+    fd = _search_value(d, a, b, lam_n, sc, T, K, seg, m, tau)
     evals = 2
     while hi - lo > sub_precision:
         if fc > fd:
@@ -535,13 +553,13 @@ def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K, seg, m, tau):
             d = c
             fd = fc
             c = hi - gr * (hi - lo)
-            fc = _block_value(c, a, b, lam_n, sc, T, K, seg, m, tau)
+            fc = _search_value(c, a, b, lam_n, sc, T, K, seg, m, tau)
         else:
             lo = c
             c = d
             fc = fd
             d = lo + gr * (hi - lo)
-            fd = _block_value(d, a, b, lam_n, sc, T, K, seg, m, tau)
+            fd = _search_value(d, a, b, lam_n, sc, T, K, seg, m, tau)
         evals += 1
     return 0.5 * (lo + hi), evals
 
@@ -1473,7 +1491,7 @@ class SDCAMinibatch(SDCA):
 _REF_MINIBATCH = "MJT15 (CoCoA+ adding, σ' = B); TBRS13; docs/algorithms.md §3.13"
 
 
-_REF = "LPL18 Alg. 1-2, §5; docs/algorithms.md §3.1-3.3"
+_REF = "LPL18 Alg. 1-2, §5; docs/algorithms.md §3.1-3.3, §3.14 (σ > 0: prox-SDCA)"
 
 
 @crfopt.hookimpl

@@ -105,7 +105,7 @@ def test_block_objective_and_derivatives_are_the_piecewise_dual(synth, i):
     D0 = dual_n(0.0)
 
     def f(g):
-        return S._block_value(g, 0.0, 0.0, lam_n, sc, T, K, seg, m, tau)
+        return S._prox_block_value(g, lam_n, sc, T, K, seg, m, tau)
 
     f0 = f(0.0)
     h = 1e-6
@@ -134,6 +134,9 @@ def test_prox_newton_maximizes_the_piecewise_dual(synth, i):
     best = grid[int(np.argmax(values))]
     assert abs(gamma - best) <= 1e-3
     assert not capped and 1 <= evals < 40
+    # line_search="golden" on the same piecewise objective
+    golden, _ = S._golden_line_search(1e-9, 0.0, 0.0, lam_n, sc, T, K, seg, m, tau)
+    assert abs(golden - best) <= 1e-3
 
 
 def _steps(name, problem, k, **params):
