@@ -217,8 +217,8 @@ def test_sklearn_crfsuite_arguments():
     [
         ({"c1": -0.1}, r"c1 must be a finite non-negative number, got -0\.1"),
         (
-            {"c1": 0.1, "optimizer": "sdca-gap"},
-            r"c1=0\.1: sdca-gap handles the l2 penalty only.*owlqn",
+            {"c1": 0.1, "optimizer": "sag-nus"},
+            r"c1=0\.1: sag-nus handles the l2 penalty only.*owlqn, prox-saga and every sdca",
         ),
         ({"algorithm": "ap"}, r"algorithm='ap' .* supported values: 'lbfgs', 'l2sgd'"),
         ({"algorithm": "arow"}, r"algorithm='arow'"),

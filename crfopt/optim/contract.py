@@ -50,8 +50,9 @@ def regularizer_refusal(
     return (
         f"{name} handles the {'/'.join(regularizers)} penalty only, but problem "
         f"{problem.name!r} has an ℓ1 weight σ = l1 = {problem.l1:g}; use an optimizer "
-        f"that declares regularizers including {', '.join(map(repr, missing))} (the built-in "
-        "one is owlqn), or σ = 0"
+        f"that declares regularizers including {', '.join(map(repr, missing))} (built-in: "
+        "owlqn, prox-saga and every sdca variant; `crfopt list optimizers` marks them), "
+        "or σ = 0"
     )
 
 

@@ -41,7 +41,8 @@ l1_option = click.option(
     default=None,
     metavar="SIGMA",
     help="ℓ1 weight σ of every problem: P adds σ‖w‖₁ over all weights (elastic net; "
-    "CRFsuite's c1 = σ·n). Only optimizers that handle ℓ1 (owlqn) run; the others are "
+    "CRFsuite's c1 = σ·n). Only optimizers that handle ℓ1 run (owlqn, prox-saga, every "
+    "sdca variant: marked in `crfopt list optimizers`); the others are "
     "skipped with the reason. The same as --set PROBLEM.l1=SIGMA.",
 )
 
