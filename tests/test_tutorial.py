@@ -68,11 +68,22 @@ def test_every_step_runs_and_prints(tutorial):
     ns, printed = tutorial
     assert len(ns["train_sents"]) == 300 and len(ns["test_sents"]) == 200
     assert len(ns["search"].cv_results_["params"]) == 2  # n_iter candidates were tried
-    for line in ("attributes; 9 labels", "flat F1", "best c2", "test flat F1"):
+    for line in ("attributes; 9 labels", "flat F1", "best c1", "test flat F1", "non-zero"):
         assert line in printed
     for line in ("Most likely transitions:", "Least likely transitions:", "Top negative:"):
         assert line in printed
-    assert "c1" not in ns["search"].best_params_  # c1 is "coming": not searched yet
+    assert set(ns["search"].best_params_) == {"c1", "c2"}
+
+
+def test_searched_l1_model_is_sparse(tutorial):
+    """The refitted best model has c1 > 0 (expon draws are positive): OWL-QN, exact zeros."""
+    ns, printed = tutorial
+    crf = ns["crf"]
+    assert crf.c1 > 0
+    assert crf.model_.training["optimizer"] == "owlqn"
+    emission = crf.model_.emission
+    assert 0 < np.count_nonzero(emission) < emission.size
+    assert f"{len(crf.state_features_)} of {emission.size} state features are non-zero" in printed
 
 
 def test_features_are_python_crfsuites_attribute_names(tutorial):
