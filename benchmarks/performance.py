@@ -585,6 +585,21 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _tree() -> str:
+    """The measured tree: its commit, "-dirty" when it has uncommitted changes."""
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=7"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return out.stdout.strip()
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -848,6 +863,21 @@ def write_report(res: dict, path: Path) -> None:
         "measured in the same run (each section's Details give the time it was measured).",
         "",
     ]
+    measured = [key for key in SECTIONS if key in res and "skipped" not in res[key]]
+    if measured:
+        lines += [
+            "| section | measured | tree | load (1 min) at start → end | minutes |",
+            "|---|---|---|---|---|",
+        ]
+        for key in measured:
+            sec = res[key]
+            load = sec.get("load_1min")
+            lines.append(
+                f"| `{key}` | {sec.get('measured_at', '?')} | {sec.get('tree', 'not recorded')} | "
+                + (f"{load[0]:.2f} → {load[1]:.2f}" if load else "not recorded")
+                + (f" | {sec['elapsed_s'] / 60:.0f} |" if "elapsed_s" in sec else " | ? |")
+            )
+        lines.append("")
     rows = _summary_rows(res)
     if rows:
         lines += [
@@ -988,10 +1018,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     for key in args.only or SECTIONS:
         print(f"== {key}", flush=True)
-        t0 = time.perf_counter()
+        t0, load0 = time.perf_counter(), os.getloadavg()[0]
         res[key] = globals()[key.lower()](args)
         res[key]["measured_at"] = res["date"]
         res[key]["elapsed_s"] = time.perf_counter() - t0
+        # which code and how quiet: a section kept from an earlier --only run may differ
+        res[key]["tree"] = _tree()
+        res[key]["load_1min"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
         if "skipped" in res[key]:
             print(f"{key} skipped: {res[key]['skipped']}", flush=True)
         print(json.dumps(res[key], indent=2), f"\n({res[key]['elapsed_s']:.0f} s)", flush=True)

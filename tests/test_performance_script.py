@@ -177,6 +177,13 @@ def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
     # start-up against the 0.5 s target
     assert row("| crfopt --help |").endswith("| met |")
     assert row("| crfopt list (listing cache) |").endswith("| **missed** |")
+    # each section says which tree it measured and how loaded the machine was
+    res["P2"].update(tree="abc1234-dirty", load_1min=[0.25, 1.5])
+    perf.write_report(res, out)
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert row("| `P2` |") == "| `P2` | ? | abc1234-dirty | 0.25 → 1.50 | ? |"
+    assert row("| `epochs` |").split(" | ")[2:4] == ["not recorded", "not recorded"]
+    text = out.read_text(encoding="utf-8")
     # the notes beside the report are included, and the raw numbers round-trip
     assert "The notes." in text
     blocks = re.findall(r"### (\S+)\n\n```json\n(.*?)\n```", text, re.S)
