@@ -98,6 +98,19 @@ def _kernel_threads() -> int:
     return int(numba.get_num_threads())
 
 
+def load_average() -> float | None:
+    """The machine's 1-minute load average (None where the OS has none, e.g. Windows).
+
+    Recorded at a run's start and end (``load_average`` in its metadata): seconds are
+    comparable only between runs that had the machine to themselves, and this is the
+    record that says whether they did — a serial grid on an idle machine reads about the
+    run's own thread count, anything above it is another process."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 def _with_place(trace: Any, place: Mapping[str, Any]) -> Any:
     """``trace`` with its ``backend``, ``threads`` and ``worker`` columns filled."""
     import pandas as pd
@@ -160,6 +173,8 @@ def execute_task(
     except Exception as exc:
         return _summary(task, "failed", f"{type(exc).__name__}: {exc}", written=False)
 
+    load_start = load_average()
+
     def attempt(problem: CRFProblem) -> Any:
         return run(
             problem,
@@ -191,7 +206,12 @@ def execute_task(
     changed = bool(result.meta.get("problem_changed"))
     if changed:  # the run wrote to the problem: the next run gets it loaded afresh
         cache.discard(task.problem, task.problem_params)
-    meta = {"run_id": task.run_id, "config": dict(task.config), **result.meta}
+    meta = {
+        "run_id": task.run_id,
+        "config": dict(task.config),
+        **result.meta,
+        "load_average": {"start": load_start, "end": load_average()},
+    }
     place = {"backend": backend, "threads": _kernel_threads(), "worker": worker}
     write_run(run_path(task.out_dir, task.run_id), _with_place(result.trace, place), meta)
     if not changed and result.meta.get("p_star") is not None and "dual" in result.trace:
