@@ -112,3 +112,45 @@ def test_a_changed_pack_is_refused(rep):
     pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
     with pytest.raises(ValueError, match="checksum"):
         rep.read_pack(path)
+
+
+def test_seconds_methods_run_one_at_a_time_first_and_the_rest_in_parallel(
+    rep, tmp_path, monkeypatch
+):
+    """--jobs 2: the seconds figure's runs stay serial (and come first), the others go to
+    joblib workers; every run records the load average it saw, and numbers.md says both."""
+    monkeypatch.setattr(rep, "SECONDS_METHODS", ("sdca",))
+    calls = []
+    real = rep.crfopt.compare
+
+    def spy(problem, optimizers, **kw):
+        calls.append((list(optimizers), kw.get("backend"), kw.get("n_jobs")))
+        return real(problem, optimizers, **kw)
+
+    monkeypatch.setattr(rep.crfopt, "compare", spy)
+    rep.run_grids(["synthetic"], "paper", jobs=2)
+    assert calls == [(["sdca"], None, None), (["sg", "sg-nus"], "joblib", 2)]
+
+    df = rep.load("synthetic")
+    last = df.groupby("run_id").tail(1)
+    backends = {o: set(g["backend"].astype(str)) for o, g in last.groupby("optimizer")}
+    assert backends == {"sdca": {"serial"}, "sg": {"joblib"}, "sg-nus": {"joblib"}}
+    assert last["load_start"].notna().all() and last["load_end"].notna().all()
+    assert (last["load_end"] >= 0).all()
+
+    where = " ".join(rep.where_lines(df))
+    assert "The seconds figure's 3 runs: backend serial" in where
+    assert "The other 6 runs: backend joblib; threads 1" in where
+    assert "load average at their start" in where and "3 of 3 runs recorded it" in where
+    assert "did not run one at a time" not in where
+
+    with pytest.raises(ValueError, match="--jobs"):
+        rep.run_grids(["synthetic"], "paper", jobs=0)
+
+
+def test_seconds_runs_outside_the_serial_backend_are_flagged(rep, monkeypatch):
+    monkeypatch.setattr(rep, "SECONDS_METHODS", ())  # every run goes to the workers
+    rep.run_grids(["synthetic"], "paper", jobs=2)
+    monkeypatch.setattr(rep, "SECONDS_METHODS", ("sg",))  # read as if sg were timed
+    where = " ".join(rep.where_lines(rep.load("synthetic")))
+    assert "did not run one at a time" in where
