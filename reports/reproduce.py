@@ -695,6 +695,11 @@ VERDICT_RATIOS: tuple[tuple[str, str, str, str, str, float], ...] = (
     ("E9", "ner-nl", "oeg-norp", "oeg", "effective_passes", 15),
     ("E9", "pos-ewt", "oeg-norp", "oeg", "effective_passes", 10),
     ("E9", "ocr", "saga-nus", "sag-nus-star", "effective_passes", 30),
+    # SBA15 Fig. 1's plain OEG is the uniform start (LPL18 fn. 8): oeg-c0
+    ("E9", "ocr", "oeg-c0", "sag-nus-star", "effective_passes", 30),
+    ("E9", "conll2000", "oeg-c0", "sag-nus-star", "effective_passes", 15),
+    ("E9", "ner-nl", "oeg-c0", "sag-nus-star", "effective_passes", 15),
+    ("E9", "pos-ewt", "oeg-c0", "sag-nus-star", "effective_passes", 10),
     ("E9", "ocr", OEG_SBA15, "sag-nus-star", "effective_passes", 30),
     ("E9", "conll2000", OEG_SBA15, "sag-nus-star", "effective_passes", 15),
     ("E9", "ner-nl", OEG_SBA15, "sag-nus-star", "effective_passes", 15),
