@@ -486,7 +486,7 @@ def load(name: str, init_offset: bool = True, scale: str = "paper") -> pd.DataFr
     df["n"] = df["run_id"].map(lambda r: runs[r]["n"])
     df["gap_ratio"] = df["gap_estimate"] / df["duality_gap"]
     df["ls_evals"] = df["run_id"].map(lambda r: runs[r]["final_counters"].get("ls_evals", 0))
-    for end in ("start", "end"):  # recorded since the paper-scale OCR grid; null before
+    for end in ("start", "end"):  # recorded since the POS-CoNLL-2000 grid; null before
         df[f"load_{end}"] = (
             df["run_id"]
             .map(lambda r, end=end: (runs[r].get("load_average") or {}).get(end))
