@@ -5,6 +5,7 @@
     python reports/reproduce.py --only ocr ner-nl # some problems
     python reports/reproduce.py --jobs 2          # the runs outside the seconds figures 2 at a time
     python reports/reproduce.py --figures-only    # redraw from the stored (committed) runs
+    python reports/reproduce.py --figures-only --partial  # a preview while grids are missing
     python reports/reproduce.py --list            # the grids, their sizes and compute estimate
     python reports/reproduce.py --figures-only --no-init-offset  # iterations-only axes
 
@@ -22,6 +23,9 @@ every run's rows in one zstd-compressed table and every run's metadata (configur
 final counters, provenance, trace checksum) in its footer. The packs are committed:
 ``--figures-only`` reads them on a fresh clone (checking each run's trace checksum), and
 a rerun unpacks them into the working folder first, so it computes only what is missing.
+A grid's pack may be committed before the grid is complete (a checkpoint of long grids);
+``numbers.md`` and the figures are rewritten only when every grid has all its runs, so a
+partial regeneration cannot be committed by accident (``--partial`` previews one).
 One run file carries ~17 KB of Parquet footer (the schema of 24 columns and their
 statistics) whatever its length; packed, a run costs its rows only (see ``--list``).
 
@@ -814,7 +818,46 @@ def figure(
     return path
 
 
-def make_outputs(init_offset: bool = True, scale: str = "paper") -> None:
+class IncompleteGrids(RuntimeError):
+    """Some grid lacks runs: numbers.md and the figures would mix finished and unfinished
+    problems, so they are not rewritten (``--partial`` overrides)."""
+
+    def __init__(self, missing: dict[str, list[tuple[str, int]]], scale: str) -> None:
+        self.missing = missing
+        parts = []
+        for name, runs in missing.items():
+            total = len(GRIDS[name].optimizers) * len(GRIDS[name].seeds_of(scale))
+            shown = ", ".join(f"{o} seed {s}" for o, s in runs[:3])
+            more = f", … ({len(runs) - 3} more)" if len(runs) > 3 else ""
+            parts.append(f"{name}: {len(runs)} of {total} runs missing ({shown}{more})")
+        only = " ".join(missing)
+        super().__init__(
+            "numbers.md and the figures not rewritten, the grids are incomplete — "
+            + "; ".join(parts)
+            + f". Compute them with `python reports/reproduce.py --only {only}`, or pass "
+            "--partial to draw what is there."
+        )
+
+
+def missing_runs(frames: dict[str, pd.DataFrame], scale: str) -> dict[str, list[tuple[str, int]]]:
+    """Each grid's (optimizer, seed) runs absent from its loaded frame (a run that failed
+    is present: its failure is a result)."""
+    out = {}
+    for name, grid in GRIDS.items():
+        df = frames.get(name)
+        have = set()
+        if df is not None and not df.empty:
+            have = set(zip(df["optimizer"], df["seed"].astype(int)))
+        lost = [(o, s) for o in grid.optimizers for s in grid.seeds_of(scale) if (o, s) not in have]
+        if lost:
+            out[name] = lost
+    return out
+
+
+def make_outputs(init_offset: bool = True, scale: str = "paper", partial: bool = False) -> None:
+    """Write numbers.md and the figures from every grid's runs; raises
+    :class:`IncompleteGrids` (before writing anything) when a grid lacks runs, unless
+    ``partial``."""
     axes = (
         "Passes and oracle calls include each optimizer's initialization work "
         "(`init passes`; `--init-offset`, the default)."
@@ -834,12 +877,16 @@ def make_outputs(init_offset: bool = True, scale: str = "paper") -> None:
         "",
     ]
     frames: dict[str, pd.DataFrame] = {}
+    loaded = {name: load(name, init_offset, scale) for name in GRIDS}
+    missing = missing_runs(loaded, scale)
+    if missing and not partial:
+        raise IncompleteGrids(missing, scale)
 
     def draw(*args, **kwargs) -> Path | None:
         return figure(*args, init_offset=init_offset, **kwargs)
 
     for name, grid in GRIDS.items():
-        df = load(name, init_offset, scale)
+        df = loaded[name]
         if df.empty:
             out += [f"## {name}", "", "(not run)", ""]
             continue
@@ -983,6 +1030,12 @@ def main(argv: list[str] | None = None) -> int:
         "seconds figures' runs always run one at a time, first",
     )
     ap.add_argument(
+        "--partial",
+        action="store_true",
+        help="write numbers.md and the figures even when some grid lacks runs (a preview: "
+        "do not commit it)",
+    )
+    ap.add_argument(
         "--init-offset",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -996,7 +1049,12 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("CRFOPT_DATA", str(HERE.parent.parent / "shared" / "datasets"))
     if not args.figures_only:
         run_grids(names, args.scale, args.jobs)
-    make_outputs(args.init_offset, args.scale)
+    try:
+        make_outputs(args.init_offset, args.scale, args.partial)
+    except IncompleteGrids as exc:
+        # after a run the runs are stored and packed: only the outputs wait for the rest
+        print(("" if args.figures_only else "note: ") + str(exc), file=sys.stderr)
+        return 2 if args.figures_only else 0
     return 0
 
 

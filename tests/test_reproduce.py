@@ -154,3 +154,34 @@ def test_seconds_runs_outside_the_serial_backend_are_flagged(rep, monkeypatch):
     monkeypatch.setattr(rep, "SECONDS_METHODS", ("sg",))  # read as if sg were timed
     where = " ".join(rep.where_lines(rep.load("synthetic")))
     assert "did not run one at a time" in where
+
+
+def test_outputs_wait_for_every_run_of_every_grid(rep, tmp_path, capsys):
+    """A grid lacking runs (a checkpoint pack, a grid still running) leaves numbers.md and
+    the figures alone: a partial regeneration cannot be committed by accident."""
+    rep.GRIDS["synthetic"] = rep.Grid("synthetic", 1, 1, ("sg", "sg-nus"), "t", seeds=(0, 1))
+    rep.run_grids(["synthetic"], "paper")
+    gone = [p for p in rep.run_dir("synthetic", "paper").glob("run-*.parquet")]
+    frame = rep.load("synthetic")
+    victim = frame[(frame["optimizer"] == "sg-nus") & (frame["seed"] == 1)]["run_id"].iloc[0]
+    [path] = [p for p in gone if victim in p.name]
+    path.unlink()
+    rep.pack("synthetic", "paper")  # the checkpoint pack holds 3 of the 4 runs
+
+    with pytest.raises(rep.IncompleteGrids) as err:
+        rep.make_outputs()
+    assert err.value.missing == {"synthetic": [("sg-nus", 1)]}
+    assert "1 of 4 runs missing (sg-nus seed 1)" in str(err.value)
+    assert not (tmp_path / "numbers.md").exists()
+    assert rep.main(["--figures-only"]) == 2
+    assert "--only synthetic" in capsys.readouterr().err
+    assert not (tmp_path / "numbers.md").exists() and not (tmp_path / "figures").exists()
+
+    assert rep.main(["--figures-only", "--partial"]) == 0  # a preview, on request
+    assert (tmp_path / "numbers.md").exists()
+
+    # the rerun computes the missing run from the checkpoint and then writes the outputs
+    (tmp_path / "numbers.md").unlink()
+    assert rep.main([]) == 0
+    assert rep.missing_runs({"synthetic": rep.load("synthetic")}, "paper") == {}
+    assert (tmp_path / "numbers.md").exists()
