@@ -367,3 +367,20 @@ def test_mixed_scaled_and_log_space_batch_agrees(problem):
     for j, (a, b) in enumerate(zip(*res)):
         np.testing.assert_allclose(a, b, **TOL, err_msg=f"output {j}")
     assert np.isclose(res[0][0], res[0][2], rtol=1e-12)  # with and without the gradient
+
+
+@needs_jit
+@pytest.mark.parametrize("K", [1, 2, 3, 4, 5, 7, 9, 26, 49])
+def test_transition_span_is_exact_for_every_label_count(K):
+    """The four-lane extrema scan (every oracle call's span test) returns exactly
+    (max, max - min) whatever K mod 4 is and wherever the extremes sit."""
+    from crfopt.kernels import _numba as NB
+
+    rng = np.random.default_rng(K)
+    for trial in range(20):
+        table = rng.normal(scale=10.0, size=(K, K))
+        if trial % 2:  # an extreme in a remainder lane / the last column
+            table[rng.integers(K), K - 1] = 1e3 * (1 if trial % 4 == 1 else -1)
+        mx, span = NB._trans_span(table, K)
+        assert mx == table.max()
+        assert span == table.max() - table.min()
