@@ -111,9 +111,11 @@ def make_work(max_len: int, max_support: int, K: int) -> Work:
 
 @jit(inline=True)
 def _visit(data, counters, st, wk, i, lazy):
-    """Catch up x_i's rows, run the oracle at w = s·u and form g and gdiff (§3.4).
+    """Catch up x_i's rows, run the oracle at w = s·u and form gdiff (§3.4).
 
-    Returns (ℓ_i(w), ‖g‖²); g goes to wk.E_g/g_trans, gdiff to wk.E_d/d_trans.
+    Returns ℓ_i(w); gdiff goes to wk.E_d/d_trans. The gradient g itself serves only the
+    line search, so :func:`_gradient` forms it when a search will run (a skipped search
+    saves its emission product, X_iᵀ(ν − truth), a third of the iteration's linear algebra).
     """
     lw = st.w
     u = lw.u
@@ -123,7 +125,6 @@ def _visit(data, counters, st, wk, i, lazy):
     T = pieces.scaled_scores(data, i, u, lw.scale[0], unary, trans)
     _, f = kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum)
     weights = wk.weights
-    gn2 = pieces.local_gradient(data, i, nodes, esum, weights, wk.truth_t, wk.E_g, wk.g_trans)
     U, P, d_trans = st.U, st.P, wk.d_trans
     K = data.n_labels
     s0 = data.offsets[i]
@@ -134,7 +135,15 @@ def _visit(data, counters, st, wk, i, lazy):
     for k in range(K):
         for l in range(K):
             d_trans[k, l] = esum[k, l] - P[i, k, l]
-    return f, gn2
+    return f
+
+
+@jit(inline=True)
+def _gradient(data, wk, i):
+    """g = ∇ℓ_i(w) from the visit's marginals into wk.E_g/g_trans; returns ‖g‖²."""
+    return pieces.local_gradient(
+        data, i, wk.nodes, wk.esum, wk.weights, wk.truth_t, wk.E_g, wk.g_trans
+    )
 
 
 @jit(inline=True)
@@ -239,7 +248,8 @@ def _sag_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
     L, m = st.L, st.m
     for it in range(k_iters):
         i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
-        f, gn2 = _visit(data, counters, st, wk, i, opts.lazy)
+        f = _visit(data, counters, st, wk, i, opts.lazy)
+        gn2 = _gradient(data, wk, i)
         if gn2 > _GN2_MIN:
             L_new, _ = _line_search(data, counters, wk, i, f, gn2, L[0], opts.max_doublings)
             L[0] = L_new
@@ -260,9 +270,10 @@ def _sag_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
     n, lam = opts.n, opts.lam
     for it in range(k_iters):
         i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
-        f, gn2 = _visit(data, counters, st, wk, i, opts.lazy)
+        f = _visit(data, counters, st, wk, i, opts.lazy)
         was_seen = st.seen[i] != 0
         Li = Lis[i] * 0.5 if was_seen else Lis[i]
+        gn2 = _gradient(data, wk, i)
         if gn2 > _GN2_MIN:
             Li, _ = _line_search(data, counters, wk, i, f, gn2, Li, opts.max_doublings)
         if was_seen:
@@ -286,7 +297,7 @@ def _sag_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
 
 
 @jit(inline=True)
-def _nus_star_lipschitz(data, counters, st, wk, sst, i, f, gn2, opts):
+def _nus_star_lipschitz(data, counters, st, wk, sst, i, f, opts):
     """L_i of SAG-NUS* / SAGA-NUS (§3.6): first_visit·L̄ on a first visit, revisit·L_i
     before a revisit's search; after c_i searches in a row without doubling, the next
     2^(c_i−1) visits skip it (SBA15 §5.2). Updates Σ L_i, the max tree and the sampler."""
@@ -302,7 +313,8 @@ def _nus_star_lipschitz(data, counters, st, wk, sst, i, f, gn2, opts):
         search = False
     else:
         Li = opts.revisit * Lis[i]
-    if search and gn2 > _GN2_MIN:
+    gn2 = _gradient(data, wk, i) if search else 0.0
+    if gn2 > _GN2_MIN:
         Li, doublings = _line_search(data, counters, wk, i, f, gn2, Li, opts.max_doublings)
         if opts.skipping:
             if doublings == 0:
@@ -326,8 +338,8 @@ def _sag_nus_star_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
     lam = opts.lam
     for it in range(k_iters):
         i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
-        f, gn2 = _visit(data, counters, st, wk, i, opts.lazy)
-        _nus_star_lipschitz(data, counters, st, wk, sst, i, f, gn2, opts)
+        f = _visit(data, counters, st, wk, i, opts.lazy)
+        _nus_star_lipschitz(data, counters, st, wk, sst, i, f, opts)
         mm = m[0]
         Lbar = L_sum[0] / mm
         alpha = 0.5 * (1.0 / (t_max[1] + lam) + 1.0 / (Lbar + lam))
@@ -344,8 +356,8 @@ def _saga_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
     for it in range(k_iters):
         i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
         p_i = samplers.sampler_probability(sst, i)  # at draw time: the step stays unbiased
-        f, gn2 = _visit(data, counters, st, wk, i, opts.lazy)
-        _nus_star_lipschitz(data, counters, st, wk, sst, i, f, gn2, opts)
+        f = _visit(data, counters, st, wk, i, opts.lazy)
+        _nus_star_lipschitz(data, counters, st, wk, sst, i, f, opts)
         Lbar = L_sum[0] / m[0]
         alpha = 1.0 / (3.0 * (2.0 * Lbar + lam))
         _saga_update(data, st, wk, i, alpha, p_i, opts.n, lam, opts.lazy)
