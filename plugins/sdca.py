@@ -261,7 +261,9 @@ def _derivatives_fused(gamma, lna, T, K, mn, dn, lnun, xn, me, de, lnue, ratio):
         term = dkl * (lnue[j] - log_scalar(x))
         acc1 += term if dkl != 0.0 else 0.0
         r = dkl - ratio[j] * x
-        acc2 += r * r / x
+        # a tiny x makes the caller discard these sums; the guard keeps the uncompiled
+        # path (NumPy scalars) from warning about its division by zero meanwhile
+        acc2 += r * r / x if x > _TINY else 0.0
     return d1 + acc1, d2 - acc2, bad
 
 
