@@ -15,10 +15,13 @@ is never silent; a process that loads everything from the cache prints nothing.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import sys
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -53,6 +56,8 @@ JIT_ENABLED: bool = not jit_disabled(os.environ.get(ENV_VAR))
 
 #: The modules whose compilation is announced (the package's kernels and plugins).
 _ANNOUNCED_MODULES = ("crfopt", "crfopt_plugins", "crfopt_datasets")
+#: The attribute :func:`jit` sets on the functions it compiles.
+_MARK = "__crfopt_jit__"
 
 
 def _compile_notice() -> str:
@@ -64,11 +69,75 @@ def _compile_notice() -> str:
     )
 
 
+def compiled_sources_digest(root: Path | None = None) -> str:
+    """A digest of crfopt's compiled sources: every module of ``crfopt/kernels`` (its
+    constants, e.g. the counter slots, are frozen into machine code too) and every other
+    crfopt module that compiles something (its text contains ``jit(``).
+
+    numba's disk cache checks only the source file of the function it caches, so a
+    cached optimizer block that inlines a crfopt kernel kept the old kernel's code after
+    that kernel changed (an edit, or an upgrade that left a plugin file as it was). The
+    cache stamp of every crfopt and :func:`jit`-compiled function includes this digest.
+    """
+    return _package_digest() if root is None else _digest_of(root)
+
+
+@functools.cache
+def _package_digest() -> str:
+    return _digest_of(Path(__file__).resolve().parent.parent)
+
+
+def _digest_of(root: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        data = path.read_bytes()
+        if rel.startswith("kernels/") or b"jit(" in data:
+            h.update(rel.encode() + b"\0" + data + b"\0")
+    return h.hexdigest()
+
+
 if JIT_ENABLED:
     import numba
+    from numba.core import caching as _numba_caching
     from numba.core import event as _numba_event
 
     prange = numba.prange
+
+    _NUMBA_LOCATORS = tuple(_numba_caching.CacheImpl._locator_classes)
+
+    class _CompiledSourcesLocator(_numba_caching._CacheLocator):
+        """numba's own cache locator for the function, with the stamp extended by
+        :func:`compiled_sources_digest`, for crfopt's functions and those compiled with
+        :func:`jit` (plugins): a changed kernel makes their cache entries stale."""
+
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def ensure_cache_path(self) -> None:
+            self._inner.ensure_cache_path()
+
+        def get_cache_path(self) -> str:
+            return self._inner.get_cache_path()
+
+        def get_source_stamp(self) -> Any:
+            return (self._inner.get_source_stamp(), compiled_sources_digest())
+
+        def get_disambiguator(self) -> str:
+            return self._inner.get_disambiguator()
+
+        @classmethod
+        def from_function(cls, py_func: Any, py_file: str) -> Any:
+            module = (getattr(py_func, "__module__", "") or "").split(".")[0]
+            if module not in _ANNOUNCED_MODULES and not getattr(py_func, _MARK, False):
+                return None
+            for locator in _NUMBA_LOCATORS:
+                inner = locator.from_function(py_func, py_file)
+                if inner is not None:
+                    return cls(inner)
+            return None
+
+    _numba_caching.CacheImpl._locator_classes = [_CompiledSourcesLocator, *_NUMBA_LOCATORS]
 
     class _FirstCompileNotice(_numba_event.Listener):
         """Says "compiling kernels (once)" on stderr at the first compilation of a crfopt
@@ -127,7 +196,12 @@ if JIT_ENABLED:
             fastmath=set(SAFE_FASTMATH) if fastmath else False,
             inline="always" if inline else "never",
         )
-        return decorator if func is None else decorator(func)
+
+        def compile_marked(f: F) -> Any:
+            setattr(f, _MARK, True)  # its cache entries follow crfopt's kernels too
+            return decorator(f)
+
+        return compile_marked if func is None else compile_marked(func)
 
 else:
     prange = range
@@ -146,4 +220,4 @@ else:
         return func
 
 
-__all__ = ["ENV_VAR", "JIT_ENABLED", "jit", "jit_disabled", "prange"]
+__all__ = ["ENV_VAR", "JIT_ENABLED", "compiled_sources_digest", "jit", "jit_disabled", "prange"]
