@@ -104,9 +104,15 @@ if JIT_ENABLED:
 
     prange = numba.prange
 
-    _NUMBA_LOCATORS = tuple(_numba_caching.CacheImpl._locator_classes)
+    # numba's locator list and base class are private: a numba without them keeps its
+    # own stamps (tests/test_cache_stamp.py then fails, so CI says so), rather than
+    # crfopt failing to import.
+    _NUMBA_LOCATORS = tuple(
+        getattr(getattr(_numba_caching, "CacheImpl", None), "_locator_classes", ())
+    )
+    _LocatorBase: Any = getattr(_numba_caching, "_CacheLocator", object)
 
-    class _CompiledSourcesLocator(_numba_caching._CacheLocator):
+    class _CompiledSourcesLocator(_LocatorBase):
         """numba's own cache locator for the function, with the stamp extended by
         :func:`compiled_sources_digest`, for crfopt's functions and those compiled with
         :func:`jit` (plugins): a changed kernel makes their cache entries stale."""
@@ -137,7 +143,8 @@ if JIT_ENABLED:
                     return cls(inner)
             return None
 
-    _numba_caching.CacheImpl._locator_classes = [_CompiledSourcesLocator, *_NUMBA_LOCATORS]
+    if _NUMBA_LOCATORS and _LocatorBase is not object:
+        _numba_caching.CacheImpl._locator_classes = [_CompiledSourcesLocator, *_NUMBA_LOCATORS]
 
     class _FirstCompileNotice(_numba_event.Listener):
         """Says "compiling kernels (once)" on stderr at the first compilation of a crfopt
