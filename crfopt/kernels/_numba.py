@@ -192,14 +192,6 @@ def _exp_transitions_at(trans, K, mT, E, ET):
             ET[l, k] = E[k, l]
 
 
-@numba.njit(**_NJIT)
-def _exp_transitions(trans, K, E, ET):
-    """:func:`_exp_transitions_at` at mT = max W; returns max W."""
-    mT, _ = _trans_span(trans, K)
-    _exp_transitions_at(trans, K, mT, E, ET)
-    return mT
-
-
 @numba.njit(**_FAST)
 def _exp_edges(edges, T, K, E, ET, mT):
     """Per-position E_t = exp(θ_t - max θ_t) and transposes for (T-1, K, K) edge tables,
