@@ -189,15 +189,10 @@ def _trial_gain(data, st, lam_n, wk, i, T, K, h_new, linear):
         for k in range(K):
             diff_n[t, k] = (nodes_cur[t, k] - nodes_new[t, k]) / lam_n
     kernels.expected_emission(data, i, diff_n, E_loc)
-    lo, hi = kernels.support_bounds(data, i)
-    sq = 0.0
-    for j in range(hi - lo):
-        for k in range(K):
-            sq += E_loc[j, k] * E_loc[j, k]
     for k in range(K):
         for l in range(K):
             d_trans[k, l] = (P[i, k, l] - P_new[k, l]) / lam_n
-            sq += d_trans[k, l] * d_trans[k, l]
+    sq = kernels.norm2_local(data, i, E_loc, d_trans)
     if linear:
         for t in range(T):
             for k in range(K):

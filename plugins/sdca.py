@@ -686,11 +686,9 @@ def _direction(data, w, lam_n, sc, i, T, K, E_loc, trans_dir):
         xn_f[j] = -dn_f[j]  # x is free until the line search: it holds -δ for a moment
     kernels.expected_emission(data, i, sc.xn, E_loc)
     inv = 1.0 / lam_n
-    a = 0.0
     for j in range(hi - lo):
         for k in range(K):
             E_loc[j, k] *= inv
-            a += E_loc[j, k] * E_loc[j, k]
     # -Σ_t δ_t over the tables in memory order; each entry sums in t order as before
     trans_dir[:, :] = 0.0
     for t in range(T - 1):
@@ -700,7 +698,7 @@ def _direction(data, w, lam_n, sc, i, T, K, E_loc, trans_dir):
     for k in range(K):
         for l in range(K):
             trans_dir[k, l] *= inv
-            a += trans_dir[k, l] * trans_dir[k, l]
+    a = kernels.norm2_local(data, i, E_loc, trans_dir)
     return a, kernels.dot_local(data, i, w, E_loc, trans_dir)
 
 

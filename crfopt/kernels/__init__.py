@@ -38,7 +38,7 @@ Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, docs/algori
 
 Uncounted linear algebra (no inference): ``unary_scores``, ``local_scores``,
 ``truth_score`` (the ground truth's score under given tables),
-``expected_emission``, ``truth_transitions``, ``add_local``, ``dot_local``,
+``expected_emission``, ``truth_transitions``, ``add_local``, ``dot_local``, ``norm2_local``,
 ``support_bounds``, ``emission_matrix``, ``transition_matrix``;
 ``local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc) -> ‖∇ℓ_i‖²``
 (∇ℓ_i on the sequence's support from ν_i's marginals, §1.5); and the chain
@@ -87,6 +87,7 @@ local_gradient = _impl.local_gradient
 truth_transitions = _impl.truth_transitions
 add_local = _impl.add_local
 dot_local = _impl.dot_local
+norm2_local = _impl.norm2_local
 support_bounds = _impl.support_bounds
 emission_matrix = _impl.emission_matrix
 transition_matrix = _impl.transition_matrix
@@ -115,6 +116,7 @@ __all__ = [
     "forward_scores",
     "local_gradient",
     "local_scores",
+    "norm2_local",
     "oracle",
     "oracle_marginals",
     "oracle_scores",

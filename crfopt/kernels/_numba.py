@@ -757,16 +757,43 @@ def local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc):
         work[t, y[s0 + t]] -= 1.0
     expected_emission(data, i, work, E_loc)
     truth_transitions(data, i, truth)
-    lo, hi = support_bounds(data, i)
-    gn2 = 0.0
-    for j in range(hi - lo):
-        for k in range(K):
-            gn2 += E_loc[j, k] * E_loc[j, k]
     for k in range(K):
         for l in range(K):
             trans_loc[k, l] = edge_sum[k, l] - truth[k, l]
-            gn2 += trans_loc[k, l] * trans_loc[k, l]
-    return gn2
+    return norm2_local(data, i, E_loc, trans_loc)
+
+
+@numba.njit(inline="always", **_NJIT)
+def norm2_local(data, i, E_loc, trans_dir):
+    """‖d‖² of a direction given on sequence i's support and the transition block."""
+    lo, hi = support_bounds(data, i)
+    K = data.n_labels
+    return _sum_squares(E_loc, hi - lo, K) + _sum_squares(trans_dir, K, K)
+
+
+@numba.njit(inline="always", **_NJIT)
+def _sum_squares(M, rows, K):
+    """Σ M[:rows, :K]² in four running sums (columns k mod 4), added in a fixed order.
+
+    One running sum waits for each addition to finish (4 cycles) before the next: on
+    OCR's 3,400-entry support that chain was 4 µs of a 6 µs gradient. Four independent
+    sums keep the adder busy; the order is fixed in the source, so the result does not
+    depend on how LLVM vectorizes it.
+    """
+    a0 = 0.0
+    a1 = 0.0
+    a2 = 0.0
+    a3 = 0.0
+    K4 = K - K % 4
+    for j in range(rows):
+        for k in range(0, K4, 4):
+            a0 += M[j, k] * M[j, k]
+            a1 += M[j, k + 1] * M[j, k + 1]
+            a2 += M[j, k + 2] * M[j, k + 2]
+            a3 += M[j, k + 3] * M[j, k + 3]
+        for k in range(K4, K):
+            a0 += M[j, k] * M[j, k]
+    return (a0 + a1) + (a2 + a3)
 
 
 @numba.njit(**_NJIT)
@@ -787,20 +814,37 @@ def add_local(data, i, w, scale, E_loc, trans_dir):
 
 @numba.njit(**_NJIT)
 def dot_local(data, i, w, E_loc, trans_dir):
-    """⟨w, d⟩ for a direction d given on S_i and the transition block."""
+    """⟨w, d⟩ for a direction d given on S_i and the transition block (four running sums
+    over columns k mod 4, as in :func:`_sum_squares`)."""
     K = data.n_labels
+    K4 = K - K % 4
     U = emission_matrix(data, w)
+    W = transition_matrix(data, w)
     lo, hi = support_bounds(data, i)
-    total = 0.0
+    a0 = 0.0
+    a1 = 0.0
+    a2 = 0.0
+    a3 = 0.0
+    # the support's rows, then the transition block's, in one set of sums (2-D indexing:
+    # a row view per row would take and release a reference each time)
     for j in range(hi - lo):
         a = data.support[lo + j]
-        for k in range(K):
-            total += U[a, k] * E_loc[j, k]
-    W = transition_matrix(data, w)
-    for k in range(K):
-        for l in range(K):
-            total += W[k, l] * trans_dir[k, l]
-    return total
+        for k in range(0, K4, 4):
+            a0 += U[a, k] * E_loc[j, k]
+            a1 += U[a, k + 1] * E_loc[j, k + 1]
+            a2 += U[a, k + 2] * E_loc[j, k + 2]
+            a3 += U[a, k + 3] * E_loc[j, k + 3]
+        for k in range(K4, K):
+            a0 += U[a, k] * E_loc[j, k]
+    for j in range(K):
+        for k in range(0, K4, 4):
+            a0 += W[j, k] * trans_dir[j, k]
+            a1 += W[j, k + 1] * trans_dir[j, k + 1]
+            a2 += W[j, k + 2] * trans_dir[j, k + 2]
+            a3 += W[j, k + 3] * trans_dir[j, k + 3]
+        for k in range(K4, K):
+            a0 += W[j, k] * trans_dir[j, k]
+    return (a0 + a1) + (a2 + a3)
 
 
 # --------------------------------------------------------------------------------------

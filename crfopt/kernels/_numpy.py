@@ -260,12 +260,27 @@ def local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc):
     work[np.arange(T), data.y[s : s + T]] -= 1.0
     expected_emission(data, i, work, E_loc)
     truth_transitions(data, i, truth)
-    lo, hi = support_bounds(data, i)
     trans_loc[:, :] = edge_sum - truth
-    # cumsum adds left to right like the compiled loop, so ‖∇ℓ_i‖² agrees to the last bit
-    # (optimizers branch on it, e.g. SAG's line search).
-    squares = np.concatenate([(E_loc[: hi - lo] ** 2).ravel(), (trans_loc**2).ravel()])
-    return float(np.cumsum(squares)[-1])
+    return norm2_local(data, i, E_loc, trans_loc)
+
+
+def _lanes(P: np.ndarray) -> float:
+    """Σ P[:rows, :K] in the compiled kernels' order: four running sums over the columns
+    k mod 4 (the last K mod 4 columns join the first), each added row by row, left to
+    right (cumsum), then (s0 + s1) + (s2 + s3). Optimizers branch on these sums (SAG's
+    line search on ‖∇ℓ_i‖²), so both backends must agree to the last bit."""
+    K = P.shape[1]
+    K4 = K - K % 4
+    lanes = [list(range(0, K4, 4)) + list(range(K4, K))] + [
+        list(range(c, K4, 4)) for c in (1, 2, 3)
+    ]
+    s = [float(np.cumsum(P[:, c].ravel())[-1]) if P[:, c].size else 0.0 for c in lanes]
+    return (s[0] + s[1]) + (s[2] + s[3])
+
+
+def norm2_local(data, i, E_loc, trans_dir):
+    lo, hi = support_bounds(data, i)
+    return _lanes(E_loc[: hi - lo] ** 2) + _lanes(trans_dir**2)
 
 
 def add_local(data, i, w, scale, E_loc, trans_dir):
@@ -278,10 +293,10 @@ def add_local(data, i, w, scale, E_loc, trans_dir):
 def dot_local(data, i, w, E_loc, trans_dir):
     U = emission_matrix(data, w)
     lo, hi = support_bounds(data, i)
-    return float(
-        np.sum(U[data.support[lo:hi]] * E_loc[: hi - lo])
-        + np.sum(transition_matrix(data, w) * trans_dir)
+    products = np.concatenate(
+        [U[data.support[lo:hi]] * E_loc[: hi - lo], transition_matrix(data, w) * trans_dir]
     )
+    return _lanes(products)
 
 
 def _xlogy_ratio(lp: np.ndarray, lq: np.ndarray) -> np.ndarray:

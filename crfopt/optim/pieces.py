@@ -109,22 +109,35 @@ def catch_up_transitions(u, d, last, A, K, S):
         last[A] = S
 
 
+@jit(fastmath=True, inline=True)
+def _catch_up_rows(u, d, last, rows, lo, hi, K, S):
+    """catch_up_row for rows[lo:hi], the row loop written out: an inlined helper called
+    per row takes and releases a reference to each of its three arrays at every call
+    (numba's inlining keeps the argument reference counts), 4 atomic operations per row
+    that cost more than catching up an up-to-date row (3 µs of an OCR SAG step)."""
+    for j in range(lo, hi):
+        a = rows[j]
+        delta = S - last[a]
+        if delta != 0.0:
+            base = a * K
+            for k in range(K):
+                u[base + k] -= d[base + k] * delta
+            last[a] = S
+
+
 @jit(inline=True)
 def catch_up_support(data, u, d, last, i, S):
     """Catch up every row sequence i reads (its support and the transitions)."""
     K = data.n_labels
-    support = data.support
     lo, hi = kernels.support_bounds(data, i)
-    for j in range(hi - lo):
-        catch_up_row(u, d, last, support[lo + j], K, S)
+    _catch_up_rows(u, d, last, data.support, lo, hi, K, S)
     catch_up_transitions(u, d, last, data.n_attributes, K, S)
 
 
 @jit
 def catch_up_all(u, d, last, A, K, S):
     """Catch up all A attribute rows and the transitions (before reading the whole w)."""
-    for a in range(A):
-        catch_up_row(u, d, last, a, K, S)
+    _catch_up_rows(u, d, last, np.arange(A), 0, A, K, S)
     catch_up_transitions(u, d, last, A, K, S)
 
 
