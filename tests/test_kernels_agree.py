@@ -384,3 +384,34 @@ def test_transition_span_is_exact_for_every_label_count(K):
         mx, span = NB._trans_span(table, K)
         assert mx == table.max()
         assert span == table.max() - table.min()
+
+
+@needs_jit
+@pytest.mark.parametrize("K", [1, 2, 3, 4, 5, 7, 9, 26, 49])
+def test_local_sums_agree_to_the_last_bit_for_every_label_count(K):
+    """‖d‖² and ⟨w, d⟩ of a direction run in four running sums (columns k mod 4): both
+    twins add in that order, so they agree exactly whatever K mod 4 is, and equal the
+    correctly rounded sum (math.fsum) to rounding."""
+    import math
+
+    from crfopt.kernels import _numba as NB
+
+    problem = crfopt.make_synthetic(n=6, labels=K, attributes=23, length=5, density=0.4, seed=K)
+    data = problem.data
+    rng = np.random.default_rng(K)
+    w = rng.normal(size=problem.dim)
+    U = NP.emission_matrix(data, w)
+    W = NP.transition_matrix(data, w)
+    for i in range(problem.n):
+        lo, hi = kernels.support_bounds(data, i)
+        E_loc = rng.normal(scale=3.0, size=(hi - lo + 2, K))  # rows past the support unread
+        trans = rng.normal(size=(K, K))
+        sq = NB.norm2_local(data, i, E_loc, trans)
+        dot = NB.dot_local(data, i, w, E_loc, trans)
+        assert sq == NP.norm2_local(data, i, E_loc, trans)
+        assert dot == NP.dot_local(data, i, w, E_loc, trans)
+        E = E_loc[: hi - lo]
+        exact_sq = math.fsum(np.concatenate([(E**2).ravel(), (trans**2).ravel()]))
+        products = np.concatenate([(U[data.support[lo:hi]] * E).ravel(), (W * trans).ravel()])
+        assert sq == pytest.approx(exact_sq, rel=1e-14)
+        assert dot == pytest.approx(math.fsum(products), rel=1e-12, abs=1e-12)
