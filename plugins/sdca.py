@@ -55,7 +55,7 @@ import crfopt
 from crfopt import jit, kernels, samplers
 from crfopt.core import duality
 from crfopt.kernels.jit import JIT_ENABLED, prange
-from crfopt.kernels.vmath import exp_scalar, log_scalar, vlog
+from crfopt.kernels.vmath import log_scalar, vexp, vlog
 from crfopt.optim.dual import initial_dual
 
 
@@ -568,35 +568,27 @@ def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K, seg, m, tau):
 
 @jit
 def _load_tables(src_n, src_e, s, es, T, K, lmn, mn, lme, me):
-    """Copy μ_i's logs from storage (float64 or float32) and exponentiate them, in one
-    flat pass per table (``exp_scalar``, inlined, so the loop vectorizes; no work
-    arrays allocated)."""
+    """Copy μ_i's logs from storage (float64 or float32) into the scratch tables, then
+    exponentiate them with ``vexp`` (no work arrays allocated).
+
+    Copy first, exponentiate after: on its own the fused loop (convert, ``exp_scalar``,
+    range count per entry) took 16 µs per OCR sequence, the two passes 10 µs, with
+    bit-equal results (``vexp`` is ``exp_scalar`` plus libm where that is out of range).
+    Within an SDCA epoch the gain is smaller (1–2 %): the reads of μ_i from memory bound
+    both.
+    """
     TK = T * K
     KK = K * K
     flat_n = src_n.reshape(-1)
     flat_e = src_e.reshape(-1)
     node0 = s * K
     edge0 = es * KK
-    bad = 0
     for j in range(TK):
-        v = np.float64(flat_n[node0 + j])
-        lmn[j] = v
-        mn[j] = exp_scalar(v)
-        bad += 0 if (v >= -708.0 and v < 709.0) else 1
+        lmn[j] = np.float64(flat_n[node0 + j])
     for j in range((T - 1) * KK):
-        v = np.float64(flat_e[edge0 + j])
-        lme[j] = v
-        me[j] = exp_scalar(v)
-        bad += 0 if (v >= -708.0 and v < 709.0) else 1
-    if bad:  # exp(-inf) = 0 and the subnormal range: libm, as vexp's fix-up does
-        for j in range(TK):
-            v = lmn[j]
-            if not (v >= -708.0 and v < 709.0):
-                mn[j] = math.exp(v)
-        for j in range((T - 1) * KK):
-            v = lme[j]
-            if not (v >= -708.0 and v < 709.0):
-                me[j] = math.exp(v)
+        lme[j] = np.float64(flat_e[edge0 + j])
+    vexp(lmn, mn, TK)
+    vexp(lme, me, (T - 1) * KK)
 
 
 @jit(inline=True)
