@@ -90,3 +90,35 @@ def test_the_digest_covers_compiled_modules_only(tmp_path):
         assert (compiled_sources_digest(root) != before) is changes, rel
         (root / rel).write_text(files[rel])
         assert compiled_sources_digest(root) == before
+
+
+UNCACHABLE = """
+import numba
+import crfopt
+
+@crfopt.jit
+def block(x):
+    return x + 0 * numba.get_num_threads()  # a dynamic global: numba cannot cache this
+"""
+
+
+@pytest.mark.skipif(not JIT_ENABLED, reason="numba's cache exists only with the JIT")
+def test_a_block_numba_cannot_cache_still_compiles_with_numbas_warning(tmp_path):
+    """numba reads its locator's ``_py_file`` to warn that it cannot cache a function:
+    crfopt's stamping locator must answer like numba's own (it raised AttributeError,
+    so such a plugin block failed to compile at all)."""
+    (tmp_path / "uncachable.py").write_text(UNCACHABLE)
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import uncachable; "
+        "assert uncachable.block(1.0) == 1.0; print('ran')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")},
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().endswith("ran")
+    assert "Cannot cache compiled function" in out.stderr

@@ -132,6 +132,11 @@ if JIT_ENABLED:
         def get_disambiguator(self) -> str:
             return self._inner.get_disambiguator()
 
+        def __getattr__(self, name: str) -> Any:
+            # numba reads other attributes of its locator too (``_py_file`` in its
+            # "cannot cache" warning): answer them as the wrapped locator would
+            return getattr(self._inner, name)
+
         @classmethod
         def from_function(cls, py_func: Any, py_file: str) -> Any:
             module = (getattr(py_func, "__module__", "") or "").split(".")[0]
