@@ -313,3 +313,54 @@ def test_finish_gradient_same_bits_as_numpy_ops(impl):
     got = grad.copy()
     impl.finish_gradient(got, truth, w, 1e-3, 37)
     np.testing.assert_array_equal(got, want)
+
+
+@needs_jit
+@pytest.mark.parametrize("dense", [False, True])
+def test_each_chunk_kernel_has_no_parfor_but_its_prange(dense):
+    """batch_value_grad runs its kernels under parallel_chunksize(1), where numba hands out
+    every piece of every parfor separately. An array expression in a parallel kernel is a
+    parfor of its own: ``total += S_parts[ch]`` once cost OCR's pass 6 of 52 ms, its K²
+    entries scheduled one by one for each chunk. Each chunk kernel, compiled afresh here
+    for numba's parfor report, must have exactly one parfor: its loop over chunks."""
+    import numba
+
+    import crfopt
+    from crfopt.kernels import _numba as JT
+
+    p = crfopt.make_synthetic(n=40, labels=3, attributes=5, length=4, dense=dense, seed=1)
+    d, K, A, n, N = p.data, p.n_labels, p.data.n_attributes, p.n, p.n_tokens
+    w = np.random.default_rng(2).normal(scale=0.3, size=p.dim)
+    U, trans = JT.emission_matrix(d, w), JT.transition_matrix(d, w)
+    bounds = JT._chunk_bounds(d.offsets, 4)
+    nc = bounds.shape[0] - 1
+    theta = np.empty((N, K))
+    calls = {
+        "_all_unary_chunks": (d, U, bounds, theta),
+        "_batch_forward": (d, theta, trans, bounds, np.empty(n), np.empty(n)),
+        "_batch_chunks": (
+            d, U, trans, bounds,
+            np.empty((0, K)) if dense else np.empty((N, K)),
+            np.empty((nc, A, K)) if dense else np.empty((0, A, K)),
+            np.empty((nc, K, K)), np.zeros((nc, K, K)), np.empty(n), np.empty(n),
+        ),
+    }  # fmt: skip
+    if dense:
+        rows = d.offsets[bounds]
+        calls["_dense_emission_parts"] = (d.X, np.ones((N, K)), rows, np.empty((nc, A, K)))
+    else:
+        tr = p._get_transpose()
+        calls["_scatter_emission_sparse"] = (
+            tr.col_ptr,
+            tr.col_token,
+            tr.col_value,
+            np.ones((N, K)),
+            np.empty((A, K)),
+        )
+    for name, args in calls.items():
+        fresh = numba.njit(parallel=True)(getattr(JT, name).py_func)
+        with numba.parallel_chunksize(1):
+            fresh(*args)
+        report = fresh.get_metadata(fresh.signatures[0])["parfor_diagnostics"]
+        lines = sorted(pf.loc.line for pf in report.initial_parfors)
+        assert len(lines) == 1, f"{name}: parfors at lines {lines}, only its prange expected"

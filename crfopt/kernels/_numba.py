@@ -955,6 +955,17 @@ BATCH_CHUNKS = 32
 
 
 @numba.njit(**_NJIT)
+def _zero(a):
+    """a[:, :] = 0 as a loop. The chunk kernels below run under parallel_chunksize(1), and
+    an array expression in a parallel=True function is a parfor of its own, scheduled one
+    entry per piece of work (see _batch_chunks' reduction): each chunk kernel's only
+    parfor is its prange (tests/test_oracle.py checks)."""
+    for r in range(a.shape[0]):
+        for k in range(a.shape[1]):
+            a[r, k] = 0.0
+
+
+@numba.njit(**_NJIT)
 def _mass_bounds(cum, n_chunks):
     """Cut ``0..len(cum)-1`` into ``n_chunks`` ranges of about equal mass, ``cum`` being
     the running total (CSR offsets or pointers)."""
@@ -1098,12 +1109,12 @@ def _batch_chunks(data, U, trans, bounds, nodes, G_parts, S_parts, edge_parts, l
         if R > 1:
             np.dot(al_c[:-1].T, V_c[1:], S_parts[ch])
         else:
-            S_parts[ch, :, :] = 0.0
+            _zero(S_parts[ch])
         if fused_dense:
             if R > 0:
                 np.dot(data.X[r_lo:r_hi].T, nd_c, G_parts[ch])
             else:
-                G_parts[ch, :, :] = 0.0
+                _zero(G_parts[ch])
     # Written as loops: in a parallel=True function an array expression (total += S[ch])
     # is a parfor of its own, and under the caller's parallel_chunksize(1) numba scheduled
     # each of its K² entries as a separate piece of work, per chunk: 6 of OCR's 52 ms per
@@ -1160,7 +1171,7 @@ def _dense_emission_parts(X, weights, bounds, G_parts):
         if hi > lo:
             np.dot(X[lo:hi].T, weights[lo:hi], G_parts[ch])
         else:
-            G_parts[ch, :, :] = 0.0
+            _zero(G_parts[ch])
 
 
 @numba.njit(**_NJIT)
