@@ -240,3 +240,19 @@ def test_unknown_names_suggest_close_matches():
     reg = get_registry()
     with pytest.raises(KeyError, match="Did you mean lbfgs"):
         reg.optimizer("lbfgz")
+
+
+@pytest.mark.parametrize(
+    ("text", "want"), [("none", None), ("NULL", None), ("on", True), ("false", False)]
+)
+def test_a_bool_that_admits_none_parses_none_from_text(text, want):
+    """``lazy=none`` on the command line selects the automatic setting, as for floats."""
+    import crfopt
+
+    flag = crfopt.Param(None, bool, "auto", allow_none=True)
+    assert flag.coerce("flag", text, "opt") is want
+    with pytest.raises(crfopt.ParameterError, match="bool or None"):
+        flag.coerce("flag", "maybe", "opt")
+    with pytest.raises(crfopt.ParameterError, match="expects bool"):
+        crfopt.Param(True, bool, "plain").coerce("flag", "none", "opt")
+

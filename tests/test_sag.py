@@ -53,6 +53,15 @@ def test_lazy_updates_equal_eager_updates(small, name):
     np.testing.assert_allclose(ws[0], ws[1], rtol=1e-10, atol=1e-12)
 
 
+def test_sag_is_lazy_on_sparse_and_eager_on_dense_embeddings_by_default():
+    """Dense embeddings make every row part of every sequence's support, so the default
+    ``lazy=None`` updates them eagerly; the two settings' iterates agree (test_sag.py)."""
+    for dense in (False, True):
+        p = crfopt.make_synthetic(n=6, labels=3, attributes=5, length=3, dense=dense, seed=1)
+        opt = crfopt.get_registry().optimizer("sag-nus-star").create(p, 0)
+        assert opt.params["lazy"] is None and opt._opts.lazy is not dense
+
+
 def _naive_sag(problem, seed, iterations, L0=1.0):
     """Textbook SAG (docs/algorithms.md §3.4) with dense stored gradients and the public API."""
     n, lam = problem.n, problem.lam

@@ -90,6 +90,8 @@ class Param:
             if self.type is bool:
                 if isinstance(value, str):
                     low = value.strip().lower()
+                    if low in {"none", "null"} and self.allow_none:
+                        return None
                     if low not in {"true", "false", "1", "0", "yes", "no", "on", "off"}:
                         raise ValueError
                     value = low in {"true", "1", "yes", "on"}
