@@ -24,6 +24,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "vmath": ("crfopt.kernels.vmath", None),
     "JIT_ENABLED": ("crfopt.kernels.jit", "JIT_ENABLED"),
     "jit": ("crfopt.kernels.jit", "jit"),
+    "borrowed": ("crfopt.kernels.jit", "borrowed"),
     "prange": ("crfopt.kernels.jit", "prange"),
     "KernelData": ("crfopt.kernels.arrays", "KernelData"),
     "Sequences": ("crfopt.kernels.arrays", "Sequences"),
@@ -110,7 +111,7 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     from crfopt.core.synthetic import make_synthetic
     from crfopt.kernels.arrays import KernelData, Sequences
     from crfopt.kernels.counters import COUNTER_NAMES, Counters, CounterSnapshot
-    from crfopt.kernels.jit import JIT_ENABLED, jit, prange
+    from crfopt.kernels.jit import JIT_ENABLED, borrowed, jit, prange
     from crfopt.optim.contract import Cost, Optimizer, OptimizerSpec, Param, ParameterError
     from crfopt.optim.hookspecs import hookimpl, hookspec
     from crfopt.optim.registry import MetricSpec, ProblemSpec, Registry, get_registry

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import crfopt
-from crfopt import jit, kernels, samplers
+from crfopt import borrowed, jit, kernels, samplers
 from crfopt.core import duality
 from crfopt.kernels.vmath import vexp
 from crfopt.optim.dual import gibbs_scores, initial_dual
@@ -244,6 +244,9 @@ def _oeg_block(data, counters, st, first, later, u_rand, k_iters, opts, wk):
     ``first``/``later`` are the sampler states of the first epoch and of the rest;
     ``u_rand`` holds their two uniforms per iteration; ``wk`` is a :func:`make_work`.
     """
+    data, counters, st, first, later, u_rand, wk = borrowed(
+        (data, counters, st, first, later, u_rand, wk)
+    )
     K = data.n_labels
     n = data.offsets.shape[0] - 1
     for it in range(k_iters):

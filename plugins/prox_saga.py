@@ -45,7 +45,7 @@ from typing import NamedTuple
 import numpy as np
 
 import crfopt
-from crfopt import jit, kernels, pieces, samplers
+from crfopt import borrowed, jit, kernels, pieces, samplers
 
 # a line search runs only when ‖∇ℓᵢ‖² exceeds this (as SAG, docs/algorithms.md §3.4)
 _GN2_MIN = 1e-8
@@ -163,6 +163,7 @@ def _catch_up_all(x, d, last, r1, A, K, o, pi, S, eta):
 @jit
 def _prox_saga_block(data, counters, st, wk, sst, u_rand, k_iters, o):
     """k_iters prox-SAGA iterations (§3.15)."""
+    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
     x, d, last, pi, S, eta, pos, L = st.x, st.d, st.last, st.pi, st.S, st.eta, st.pos, st.L
     U, P = st.U, st.P
     nodes, esum, unary, trans, weights = wk.nodes, wk.esum, wk.unary, wk.trans, wk.weights

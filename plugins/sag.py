@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import crfopt
-from crfopt import jit, kernels, pieces, samplers
+from crfopt import borrowed, jit, kernels, pieces, samplers
 
 VARIANTS = ("sag", "sag-nus", "sag-nus-star", "saga-nus")
 
@@ -245,6 +245,7 @@ def _finish(data, counters, st, wk, i, lazy):
 @jit
 def _sag_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
     """SAG (§3.4): uniform sampling, one L searched from its 2^(-1/n)-decayed value."""
+    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
     L, m = st.L, st.m
     for it in range(k_iters):
         i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
@@ -266,6 +267,7 @@ def _sag_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
 def _sag_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
     """SAG-NUS (§3.5): SLRB13's adaptive sampling (the ``nus`` sampler, weights L_i + λ),
     L_i halved on a revisit then searched."""
+    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
     Lis, L_max, L_sum, m = st.Li, st.L_max, st.L_sum, st.m
     n, lam = opts.n, opts.lam
     for it in range(k_iters):
@@ -334,6 +336,7 @@ def _nus_star_lipschitz(data, counters, st, wk, sst, i, f, opts):
 @jit
 def _sag_nus_star_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
     """SAG-NUS* (§3.6): ρ-mixed sampling ∝ L_i, α = ½(1/(L_max + λ) + 1/(L̄ + λ))."""
+    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
     t_max, L_sum, m = st.t_max, st.L_sum, st.m
     lam = opts.lam
     for it in range(k_iters):
@@ -351,6 +354,7 @@ def _sag_nus_star_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
 @jit
 def _saga_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
     """SAGA-NUS (§3.7): SAG-NUS*'s sampler and L_i, unbiased step α = 1/(3(2L̄ + λ))."""
+    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
     L_sum, m = st.L_sum, st.m
     lam = opts.lam
     for it in range(k_iters):

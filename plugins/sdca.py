@@ -52,7 +52,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import crfopt
-from crfopt import jit, kernels, samplers
+from crfopt import borrowed, jit, kernels, samplers
 from crfopt.core import duality
 from crfopt.kernels.jit import JIT_ENABLED, prange
 from crfopt.kernels.vmath import log_scalar, vexp, vlog
@@ -890,6 +890,9 @@ def _sdca_block(data, counters, st, sampler, u, k_iters, opts, sc, E_loc, seg):
     largest sequence support; ``seg`` (3 × the largest support's coordinates) receives
     the prox segment when τ > 0 (§3.14).
     """
+    data, counters, st, sampler, u, sc, E_loc, seg = borrowed(
+        (data, counters, st, sampler, u, sc, E_loc, seg)
+    )
     n = data.offsets.shape[0] - 1
     K = data.n_labels
     trans_dir = np.empty((K, K))

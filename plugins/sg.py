@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import crfopt
-from crfopt import jit, kernels, pieces, samplers
+from crfopt import borrowed, jit, kernels, pieces, samplers
 
 
 class SGState(NamedTuple):
@@ -174,6 +174,7 @@ def _fold_scale(st, A, K, average):
 @jit
 def _sg_block(data, counters, st, wk, sst, u_rand, k_iters, opts, average):
     """SG (average=False) or ASG (average=True), docs/algorithms.md §3.10."""
+    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
     lam, eta0 = opts.lam, opts.eta0
     t = st.t
     for it in range(k_iters):
@@ -236,6 +237,9 @@ def _nus_lipschitz(data, counters, wk, lw, nst, i, f, gn2, nopts):
 def _sg_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts, nst, lw, nopts):
     """SG-NUS (docs/algorithms.md §3.11): SG's step on ∇ℓ_i/(n p_i), i drawn half
     uniformly, half ∝ L_i over the seen examples."""
+    data, counters, st, wk, sst, u_rand, nst, lw = borrowed(
+        (data, counters, st, wk, sst, u_rand, nst, lw)
+    )
     lam, eta0 = opts.lam, opts.eta0
     n = data.offsets.shape[0] - 1
     t = st.t
@@ -283,6 +287,7 @@ def _ada_rows(u, G, g, j0, n_entries, lam, eta0, eps):
 @jit
 def _adagrad_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
     """AdaGrad with a proximal ℓ2 step (Duchi et al. 2011; docs/algorithms.md §3.10)."""
+    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
     K = data.n_labels
     A = data.n_attributes
     t_off = A * K
