@@ -81,6 +81,7 @@ class Work(NamedTuple):
     th_g: np.ndarray  # (T_max, K) scores θ(∇ℓᵢ)
     trial: np.ndarray  # (T_max, K) line-search trial scores
     trial_t: np.ndarray  # (K, K)
+    chain: pieces.ChainWork  # the oracle's and the line search's forward tables
 
 
 class Options(NamedTuple):
@@ -185,14 +186,16 @@ def _prox_saga_block(data, counters, st, wk, sst, u_rand, k_iters, o):
         _catch_up_row(x, d, t_off, K * K, last[A], r, inv_n, sigma, pi, S, eta)
         last[A] = r
         T = pieces.scaled_scores(data, i, x, 1.0, unary, trans)
-        _, f = kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum)
+        _, f = kernels.oracle_sums_scores(
+            data, counters, i, unary[:T], trans, nodes, esum, wk.chain
+        )
         if o.line_search:
             gn2 = pieces.local_gradient(data, i, nodes, esum, weights, wk.truth_t, E_g, g_trans)
             if gn2 > _GN2_MIN:
                 kernels.local_scores(data, i, E_g, th_g)
                 L[0], _ = pieces.lipschitz_backtrack(
                     data, counters, i, f, gn2, L[0], unary, trans, th_g, g_trans,
-                    wk.trial, wk.trial_t, o.max_doublings,
+                    wk.trial, wk.trial_t, o.max_doublings, wk.chain,
                 )  # fmt: skip
             e = o.step_factor / L[0]
         else:
@@ -313,6 +316,7 @@ class ProxSAGA(crfopt.Optimizer):
             th_g=np.empty((T_max, K)),
             trial=np.empty((T_max, K)),
             trial_t=np.empty((K, K)),
+            chain=pieces.chain_work(T_max, K),
         )
         L_fixed = 1.0
         if not prm["line_search"]:

@@ -76,6 +76,7 @@ class Work(NamedTuple):
     trial_t: np.ndarray  # (K, K)
     weights: np.ndarray  # (T_max, K) node weights for expected_emission
     truth_t: np.ndarray  # (K, K) transition counts of y_i
+    chain: pieces.ChainWork  # the oracle's and the line search's forward tables
 
 
 class Options(NamedTuple):
@@ -100,8 +101,9 @@ def make_work(max_len: int, max_support: int, K: int) -> Work:
 
     sk = (max_support, K)
     return Work(
-        tk(), kk(), tk(), kk(), np.empty(sk), kk(), np.empty(sk), kk(), tk(), tk(), kk(), tk(), kk()
-    )
+        tk(), kk(), tk(), kk(), np.empty(sk), kk(), np.empty(sk), kk(), tk(), tk(), kk(), tk(),
+        kk(), pieces.chain_work(max_len, K),
+    )  # fmt: skip
 
 
 # Helpers are inlined into the blocks and bind the tuples' arrays to locals before their
@@ -123,7 +125,7 @@ def _visit(data, counters, st, wk, i, lazy):
         pieces.catch_up_support(data, u, lw.d, lw.last, i, lw.scale[1])
     nodes, esum, unary, trans = wk.nodes, wk.esum, wk.unary, wk.trans
     T = pieces.scaled_scores(data, i, u, lw.scale[0], unary, trans)
-    _, f = kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum)
+    _, f = kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum, wk.chain)
     weights = wk.weights
     U, P, d_trans = st.U, st.P, wk.d_trans
     K = data.n_labels
@@ -153,7 +155,7 @@ def _line_search(data, counters, wk, i, f, gn2, L, max_doublings):
     kernels.local_scores(data, i, wk.E_g, th_g)
     return pieces.lipschitz_backtrack(
         data, counters, i, f, gn2, L, wk.unary, wk.trans, th_g, wk.g_trans, wk.trial,
-        wk.trial_t, max_doublings,
+        wk.trial_t, max_doublings, wk.chain,
     )  # fmt: skip
 
 

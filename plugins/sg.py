@@ -59,6 +59,7 @@ class Work(NamedTuple):
     truth: np.ndarray  # (K, K) scratch of pieces.local_gradient
     g_loc: np.ndarray  # (S_max, K) ∇ℓ_i on the support
     g_trans: np.ndarray  # (K, K) ∇ℓ_i on the transitions
+    chain: pieces.ChainWork  # the oracle's and the line search's forward tables
 
 
 class Options(NamedTuple):
@@ -105,7 +106,7 @@ def make_work(max_len: int, max_support: int, K: int) -> Work:
     tk, kk = (max_len, K), (K, K)
     return Work(
         np.empty(tk), np.empty(kk), np.empty(tk), np.empty(kk), np.empty(tk), np.empty(kk),
-        np.empty((max_support, K)), np.empty(kk),
+        np.empty((max_support, K)), np.empty(kk), pieces.chain_work(max_len, K),
     )  # fmt: skip
 
 
@@ -115,7 +116,7 @@ def _gradient(data, counters, st, wk, i):
     wk.unary / wk.trans. Returns (ℓ_i(w), ‖∇ℓ_i‖²) (sg-nus' line search needs them)."""
     unary, trans, nodes, esum = wk.unary, wk.trans, wk.nodes, wk.esum
     T = pieces.scaled_scores(data, i, st.u, st.s[0], unary, trans)
-    _, f = kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum)
+    _, f = kernels.oracle_sums_scores(data, counters, i, unary[:T], trans, nodes, esum, wk.chain)
     gn2 = pieces.local_gradient(data, i, nodes, esum, wk.weights, wk.truth, wk.g_loc, wk.g_trans)
     return f, gn2
 
@@ -215,7 +216,7 @@ def _nus_lipschitz(data, counters, wk, lw, nst, i, f, gn2, nopts):
         kernels.local_scores(data, i, wk.g_loc, th_g)
         Li, doublings = pieces.lipschitz_backtrack(
             data, counters, i, f, gn2, Li, wk.unary, wk.trans, th_g, wk.g_trans, lw.trial,
-            lw.trial_t, nopts.max_doublings,
+            lw.trial_t, nopts.max_doublings, wk.chain,
         )  # fmt: skip
         if nopts.skipping:
             if doublings == 0:

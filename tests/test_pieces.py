@@ -216,3 +216,34 @@ def test_curvature_at_rejects_bad_input(problem):
         pieces.curvature_at(problem, 0, problem.zeros(), iterations=0)
     with pytest.raises(ValueError, match="shape"):
         pieces.curvature_at(problem, 0, np.zeros(3))
+
+
+@pytest.mark.parametrize("span", [1.0, 800.0], ids=["scaled", "log-space"])
+def test_chain_work_gives_the_same_bits_as_allocating(problem, span):
+    """One ChainWork reused over every sequence (longest first, so stale rows of a longer
+    chain lie beyond the next one's T) changes no bit of the oracle, the forward call or
+    the line search; spans over LOG_SPAN_LIMIT take the log-space path, which ignores it."""
+    data, K = problem.data, problem.n_labels
+    rng = np.random.default_rng(7)
+    work = pieces.chain_work(int(data.max_len), K)
+    trans = span * rng.standard_normal((K, K)) / 4
+    order = np.argsort(-np.diff(data.offsets), kind="stable")
+    for i in order:
+        T = int(data.offsets[i + 1] - data.offsets[i])
+        unary = span * rng.standard_normal((T, K)) / 4
+        outs = []
+        for w in (None, work):
+            c = np.zeros_like(problem.counters.array)
+            nodes, esum = np.empty((T, K)), np.empty((K, K))
+            r = kernels.oracle_sums_scores(data, c, i, unary, trans, nodes, esum, w)
+            f = kernels.forward_scores(data, c, i, unary, trans, w)
+            g_rng = np.random.default_rng(int(i))  # the same direction for both runs
+            g_unary, g_trans = g_rng.standard_normal((T, K)), g_rng.standard_normal((K, K))
+            gn2 = float((g_unary**2).sum() + (g_trans**2).sum())
+            ls = pieces.lipschitz_backtrack(
+                data, c, i, r[1], gn2, 1.0, unary, trans, g_unary, g_trans,
+                np.empty((T, K)), np.empty((K, K)), 60, w,
+            )  # fmt: skip
+            outs.append((r, f, nodes.copy(), esum.copy(), ls, c.copy()))
+        for a, b in zip(*outs, strict=True):
+            np.testing.assert_array_equal(a, b)

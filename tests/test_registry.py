@@ -255,4 +255,3 @@ def test_a_bool_that_admits_none_parses_none_from_text(text, want):
         flag.coerce("flag", "maybe", "opt")
     with pytest.raises(crfopt.ParameterError, match="expects bool"):
         crfopt.Param(True, bool, "plain").coerce("flag", "none", "opt")
-

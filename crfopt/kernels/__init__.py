@@ -36,6 +36,11 @@ Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, docs/algori
 ``forward_scores(data, counters, i, unary, trans) -> log_z``
     forward only, on score tables with shared transitions (SAG's line-search trials).
 
+``oracle_sums_scores`` and ``forward_scores`` take an optional last argument ``work``, a
+:class:`crfopt.pieces.ChainWork` from ``pieces.chain_work(max_len, K)``: the scaled pass's
+tables then come from it instead of ten allocations per call (the NumPy twins accept and
+ignore it).
+
 Uncounted linear algebra (no inference): ``unary_scores``, ``local_scores``,
 ``truth_score`` (the ground truth's score under given tables),
 ``expected_emission``, ``truth_transitions``, ``add_local``, ``dot_local``, ``norm2_local``,

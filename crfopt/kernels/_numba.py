@@ -474,23 +474,30 @@ def _accumulate_outer(alpha, V, T, K, S):
 
 
 @numba.njit(**_NJIT)
-def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum):
+def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum, work=None):
     """log Z, linear node marginals (T × K) and Σ_t pairwise marginals (K × K, added to).
 
     The gradient form of the oracle: what SAG, SG and the full-batch gradient need.
+    ``work`` (a ChainWork) holds the scaled pass's tables; None allocates them.
     """
     mT, tspan = _trans_span(trans, K)
     if tspan <= LOG_SPAN_LIMIT and _span(unary, T, K) <= LOG_SPAN_LIMIT:
-        u = np.empty((T, K))
-        m = np.empty(T)
-        E = np.empty((K, K))
-        ET = np.empty((K, K))
-        beta = np.empty((T, K))
-        V = np.empty((T, K))
-        c = np.empty(T)
-        S = np.zeros((K, K))
+        if work is None:
+            u = np.empty((T, K))
+            m = np.empty(T)
+            E = np.empty((K, K))
+            ET = np.empty((K, K))
+            beta = np.empty((T, K))
+            V = np.empty((T, K))
+            c = np.empty(T)
+            S = np.empty((K, K))
+            mT3 = np.empty(1)
+        else:
+            u, m, E, ET = work.u[:T], work.m[:T], work.E, work.ET
+            beta, V, c, S, mT3 = work.beta[:T], work.V[:T], work.c[:T], work.S, work.mT
+        _zero(S)
         _exp_transitions_at(trans, K, mT, E, ET)
-        mT3 = np.full(1, mT)
+        mT3[0] = mT
         logZ = _scaled_forward(unary, E.reshape((1, K, K)), mT3, True, T, K, u, m, nodes, c)
         _scaled_backward(T, K, u, ET.reshape((1, K, K)), True, c, beta, V)
         _accumulate_outer(nodes, V, T, K, S)
@@ -520,19 +527,24 @@ def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum):
 
 
 @numba.njit(**_NJIT)
-def chain_log_partition(unary, edges, shared, T, K):
-    """log Z of one chain by the forward recursion only."""
+def chain_log_partition(unary, edges, shared, T, K, work=None):
+    """log Z of one chain by the forward recursion only (``work``: a ChainWork or None)."""
     if shared:
         mT, tspan = _trans_span(edges[0], K)
         if tspan <= LOG_SPAN_LIMIT and _span(unary, T, K) <= LOG_SPAN_LIMIT:
-            u = np.empty((T, K))
-            m = np.empty(T)
-            E = np.empty((K, K))
-            ET = np.empty((K, K))
-            alpha = np.empty((T, K))
-            c = np.empty(T)
+            if work is None:
+                u = np.empty((T, K))
+                m = np.empty(T)
+                E = np.empty((K, K))
+                ET = np.empty((K, K))
+                alpha = np.empty((T, K))
+                c = np.empty(T)
+                mT3 = np.empty(1)
+            else:
+                u, m, E, ET = work.u[:T], work.m[:T], work.E, work.ET
+                alpha, c, mT3 = work.alpha[:T], work.c[:T], work.mT
             _exp_transitions_at(edges[0], K, mT, E, ET)
-            mT3 = np.full(1, mT)
+            mT3[0] = mT
             return _scaled_forward(unary, E.reshape((1, K, K)), mT3, True, T, K, u, m, alpha, c)
     la = np.empty((T, K))
     logc = np.empty(T)
@@ -626,19 +638,20 @@ def oracle_sums(data, counters, i, w, nodes, edge_sum):
 
 
 @numba.njit(**_NJIT)
-def oracle_sums_scores(data, counters, i, unary, trans, nodes, edge_sum):
+def oracle_sums_scores(data, counters, i, unary, trans, nodes, edge_sum, work=None):
     """Counted oracle in gradient form on score tables with shared transitions.
 
     For methods that keep w implicitly (w = s·u): (log Z, ℓ_i) of the chain with these
     scores; linear node marginals into ``nodes`` and Σ_t pairwise marginals into
-    ``edge_sum`` (overwritten). ``nll`` uses the sequence's ground truth.
+    ``edge_sum`` (overwritten). ``nll`` uses the sequence's ground truth. ``work``, a
+    ChainWork (``kernels.chain_work``), spares the call its allocations.
     """
     counters[ORACLE_CALLS] += 1
     data.audit[0] += 1
     K = data.n_labels
     T = data.offsets[i + 1] - data.offsets[i]
     edge_sum[:, :] = 0.0
-    logZ = chain_marginal_sums(unary, trans, T, K, nodes, edge_sum)
+    logZ = chain_marginal_sums(unary, trans, T, K, nodes, edge_sum, work)
     return logZ, logZ - truth_score(data, i, unary, trans)
 
 
@@ -690,13 +703,14 @@ def oracle_scores_marginals(
 
 
 @numba.njit(**_NJIT)
-def forward_scores(data, counters, i, unary, trans):
-    """Counted forward-only call on score tables with shared transitions: log Z(θ)."""
+def forward_scores(data, counters, i, unary, trans, work=None):
+    """Counted forward-only call on score tables with shared transitions: log Z(θ).
+    ``work``, a ChainWork (``kernels.chain_work``), spares the call its allocations."""
     counters[FORWARD_CALLS] += 1
     data.audit[0] += 1
     T = data.offsets[i + 1] - data.offsets[i]
     K = data.n_labels
-    return chain_log_partition(unary, trans.reshape((1, K, K)), True, T, K)
+    return chain_log_partition(unary, trans.reshape((1, K, K)), True, T, K, work)
 
 
 # --------------------------------------------------------------------------------------

@@ -111,7 +111,7 @@ def chain_log_marginals(unary, edges, shared, T, K, log_nodes, log_edges):
     return float(logc.sum())
 
 
-def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum):
+def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum, work=None):
     edges = trans.reshape(1, K, K)
     la, lb, logc = _log_messages(unary[:T], edges, True, T)
     nodes[:T] = np.exp(np.minimum(la + lb, 0.0))
@@ -121,7 +121,7 @@ def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum):
     return float(logc.sum())
 
 
-def chain_log_partition(unary, edges, shared, T, K):
+def chain_log_partition(unary, edges, shared, T, K, work=None):
     total = float(_lse(unary[0], axis=0))
     la = unary[0] - total
     for t in range(1, T):
@@ -185,7 +185,7 @@ def oracle_sums(data, counters, i, w, nodes, edge_sum):
     return logZ, logZ - truth_score(data, i, unary, trans)
 
 
-def oracle_sums_scores(data, counters, i, unary, trans, nodes, edge_sum):
+def oracle_sums_scores(data, counters, i, unary, trans, nodes, edge_sum, work=None):
     counters[ORACLE_CALLS] += 1
     data.audit[0] += 1
     K = int(data.n_labels)
@@ -225,7 +225,7 @@ def oracle_scores_marginals(
     return log_z
 
 
-def forward_scores(data, counters, i, unary, trans):
+def forward_scores(data, counters, i, unary, trans, work=None):
     counters[FORWARD_CALLS] += 1
     data.audit[0] += 1
     T = int(data.offsets[i + 1] - data.offsets[i])

@@ -46,6 +46,47 @@ KernelData = namedtuple(
 )
 
 
+ChainWork = namedtuple(
+    "ChainWork",
+    [
+        "u",  # (max_len, K) exp(θ - m_t)
+        "m",  # (max_len,) row maxima
+        "E",  # (K, K) exp(W_T - max)
+        "ET",  # (K, K) its transpose
+        "alpha",  # (max_len, K) scaled forward messages
+        "beta",  # (max_len, K) scaled backward messages
+        "V",  # (max_len, K)
+        "c",  # (max_len,) normalizers
+        "S",  # (K, K) summed outer products
+        "mT",  # (1,) max W_T
+    ],
+)
+ChainWork.__doc__ = """Scratch tables of one chain's forward(-backward) pass (``chain_work``).
+
+Offered as ``crfopt.pieces.ChainWork``. Passed as the optional ``work`` of
+``kernels.forward_scores`` / ``oracle_sums_scores`` (and ``pieces.lipschitz_backtrack``),
+it spares the kernel allocating its ten working
+arrays at every call, which an optimizer that calls them once per iteration pays for:
+about 0.3 µs of OCR's 2.9 µs forward call. Contents are overwritten by every call."""
+
+
+def chain_work(max_len: int, n_labels: int) -> ChainWork:
+    """A :class:`ChainWork` for chains of up to ``max_len`` tokens and ``n_labels`` labels."""
+    T, K = int(max_len), int(n_labels)
+    return ChainWork(
+        np.empty((T, K)),
+        np.empty(T),
+        np.empty((K, K)),
+        np.empty((K, K)),
+        np.empty((T, K)),
+        np.empty((T, K)),
+        np.empty((T, K)),
+        np.empty(T),
+        np.empty((K, K)),
+        np.empty(1),
+    )
+
+
 @dataclass(frozen=True)
 class Sequences:
     """Labelled sequences as they come out of a reader, before the bias attributes.

@@ -261,7 +261,9 @@ if JIT_ENABLED:
 
         Call it at the top of a compiled block on the block's own arguments, which keep
         the arrays alive until the block returns; never let a borrowed array outlive them
-        (return it, store it in a container, or keep it in a global). In Python, and with
+        (return it, store it in a container, or keep it in a global), and never borrow an
+        array the function allocates itself: numba frees that after its last use, which
+        may be the borrowing. In Python, and with
         the JIT disabled, it returns ``value`` itself. Not in a ``parallel=True``
         function whose ``prange`` body uses the borrowed tuples: numba 0.68 cannot lower
         that parallel loop.

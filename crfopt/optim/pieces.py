@@ -24,6 +24,9 @@ Local curvature (issue 16):
     ``local_curvature`` estimates λ_max(∇²ℓ_i(w)) = λ_max(Cov_ν F) by power iteration
     with differenced marginals (a lower estimate at w, not a bound over w; see its
     docstring); ``curvature_at`` is its Python entry point.
+Chain scratch: ``chain_work(max_len, K)`` gives the :class:`ChainWork` that
+    ``kernels.forward_scores``, ``kernels.oracle_sums_scores`` and
+    ``lipschitz_backtrack`` accept as ``work``, so that they allocate nothing per call.
 ``max_support(data)``:
     the largest number of distinct attributes of one sequence (the row count of the
     scratch tables that hold a local direction).
@@ -41,17 +44,19 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from crfopt import kernels
-from crfopt.kernels.arrays import KernelData
+from crfopt.kernels.arrays import ChainWork, KernelData, chain_work
 from crfopt.kernels.jit import jit
 
 __all__ = [
     "RENORMALIZE_BELOW",
+    "ChainWork",
     "CurvatureWork",
     "LazyWeights",
     "catch_up_all",
     "catch_up_row",
     "catch_up_support",
     "catch_up_transitions",
+    "chain_work",
     "curvature_at",
     "curvature_work",
     "lazy_step",
@@ -196,7 +201,20 @@ local_gradient = kernels.local_gradient
 
 @jit
 def lipschitz_backtrack(
-    data, counters, i, f, gn2, L, unary, trans, g_unary, g_trans, trial, trial_t, max_doublings
+    data,
+    counters,
+    i,
+    f,
+    gn2,
+    L,
+    unary,
+    trans,
+    g_unary,
+    g_trans,
+    trial,
+    trial_t,
+    max_doublings,
+    work=None,
 ):
     """Smallest tried L = L₀·2^j with ℓ_i(w − g/L) ≤ ℓ_i(w) − ‖g‖²/(2L) (Beck–Teboulle).
 
@@ -204,7 +222,8 @@ def lipschitz_backtrack(
     ``lipschitz_ls``, §5.7): ``unary[:T]``/``trans`` are the scores θ(w), ``g_unary[:T]``/
     ``g_trans`` the scores θ(g) of the direction g (``kernels.local_scores``), ``f`` =
     ℓ_i(w), ``gn2`` = ‖g‖². Each trial is one counted forward call on θ(w) − θ(g)/L;
-    ``trial`` (≥ T×K) and ``trial_t`` (K×K) are scratch. Returns (L, doublings); raises
+    ``trial`` (≥ T×K) and ``trial_t`` (K×K) are scratch, and so is ``work`` (a
+    :class:`ChainWork` for the forward calls, or None). Returns (L, doublings); raises
     FloatingPointError on a non-finite trial value or after ``max_doublings`` doublings.
     """
     K = data.n_labels
@@ -220,7 +239,7 @@ def lipschitz_backtrack(
         for k in range(K):
             for l in range(K):
                 trial_t[k, l] = trans[k, l] - g_trans[k, l] * inv
-        log_z = kernels.forward_scores(data, counters, i, trial[:T], trial_t)
+        log_z = kernels.forward_scores(data, counters, i, trial[:T], trial_t, work)
         f_new = log_z - (truth - truth_g * inv)
         if not math.isfinite(f_new):
             raise FloatingPointError("Lipschitz line search: non-finite objective at a trial point")
