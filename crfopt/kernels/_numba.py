@@ -473,6 +473,18 @@ def _accumulate_outer(alpha, V, T, K, S):
                 Sk[l] += a * vrow[l]
 
 
+@numba.njit(inline="always", **_NJIT)
+def _pass_tables(work, T, K):
+    """The scaled pass's tables u, m, E, ETᵀ, c and [max W_T]: views into ``work`` (a
+    ChainWork) or, when it is None, new arrays."""
+    if work is None:
+        return (
+            np.empty((T, K)), np.empty(T), np.empty((K, K)), np.empty((K, K)), np.empty(T),
+            np.empty(1),
+        )  # fmt: skip
+    return work.u[:T], work.m[:T], work.E, work.ET, work.c[:T], work.mT
+
+
 @numba.njit(**_NJIT)
 def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum, work=None):
     """log Z, linear node marginals (T × K) and Σ_t pairwise marginals (K × K, added to).
@@ -482,19 +494,11 @@ def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum, work=None):
     """
     mT, tspan = _trans_span(trans, K)
     if tspan <= LOG_SPAN_LIMIT and _span(unary, T, K) <= LOG_SPAN_LIMIT:
+        u, m, E, ET, c, mT3 = _pass_tables(work, T, K)
         if work is None:
-            u = np.empty((T, K))
-            m = np.empty(T)
-            E = np.empty((K, K))
-            ET = np.empty((K, K))
-            beta = np.empty((T, K))
-            V = np.empty((T, K))
-            c = np.empty(T)
-            S = np.empty((K, K))
-            mT3 = np.empty(1)
+            beta, V, S = np.empty((T, K)), np.empty((T, K)), np.empty((K, K))
         else:
-            u, m, E, ET = work.u[:T], work.m[:T], work.E, work.ET
-            beta, V, c, S, mT3 = work.beta[:T], work.V[:T], work.c[:T], work.S, work.mT
+            beta, V, S = work.beta[:T], work.V[:T], work.S
         _zero(S)
         _exp_transitions_at(trans, K, mT, E, ET)
         mT3[0] = mT
@@ -532,17 +536,8 @@ def chain_log_partition(unary, edges, shared, T, K, work=None):
     if shared:
         mT, tspan = _trans_span(edges[0], K)
         if tspan <= LOG_SPAN_LIMIT and _span(unary, T, K) <= LOG_SPAN_LIMIT:
-            if work is None:
-                u = np.empty((T, K))
-                m = np.empty(T)
-                E = np.empty((K, K))
-                ET = np.empty((K, K))
-                alpha = np.empty((T, K))
-                c = np.empty(T)
-                mT3 = np.empty(1)
-            else:
-                u, m, E, ET = work.u[:T], work.m[:T], work.E, work.ET
-                alpha, c, mT3 = work.alpha[:T], work.c[:T], work.mT
+            u, m, E, ET, c, mT3 = _pass_tables(work, T, K)
+            alpha = np.empty((T, K)) if work is None else work.alpha[:T]
             _exp_transitions_at(edges[0], K, mT, E, ET)
             mT3[0] = mT
             return _scaled_forward(unary, E.reshape((1, K, K)), mT3, True, T, K, u, m, alpha, c)
