@@ -1249,6 +1249,8 @@ def _lane_step(data, counters, st, opts, sigma, sc, i, T, K, E_loc, trans_dir):
     lanes must not do concurrently; here only μ_i is stored (:func:`_store_mixture`, as
     ``_commit`` does) and the caller applies the rest in draw order.
     """
+    # here, not in the caller: numba cannot lower a prange body using tuples borrowed outside
+    data, counters, st, sc, E_loc, trans_dir = borrowed((data, counters, st, sc, E_loc, trans_dir))
     g_i, r_i = _block_gaps(data, counters, st, sc, i, T, K)
     # ⟨w, v_i⟩ is taken again when v_i is added (w has moved by the lanes before it)
     a, _ = _direction(data, st.w, opts.lam_n, sc, i, T, K, E_loc, trans_dir)

@@ -264,9 +264,9 @@ if JIT_ENABLED:
         (return it, store it in a container, or keep it in a global), and never borrow an
         array the function allocates itself: numba frees that after its last use, which
         may be the borrowing. In Python, and with
-        the JIT disabled, it returns ``value`` itself. Not in a ``parallel=True``
-        function whose ``prange`` body uses the borrowed tuples: numba 0.68 cannot lower
-        that parallel loop.
+        the JIT disabled, it returns ``value`` itself. In a ``parallel=True`` function,
+        borrow inside the ``prange`` body (an inlined helper's first line will do): numba
+        0.68 cannot lower a parallel loop that uses tuples borrowed outside it.
         """
         return value
 
