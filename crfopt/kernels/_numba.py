@@ -475,7 +475,7 @@ def _accumulate_outer(alpha, V, T, K, S):
 
 @numba.njit(inline="always", **_NJIT)
 def _pass_tables(work, T, K):
-    """The scaled pass's tables u, m, E, ETᵀ, c and [max W_T]: views into ``work`` (a
+    """The scaled pass's tables u, m, E, Eᵀ, c and [max W_T]: views into ``work`` (a
     ChainWork) or, when it is None, new arrays."""
     if work is None:
         return (
@@ -639,7 +639,7 @@ def oracle_sums_scores(data, counters, i, unary, trans, nodes, edge_sum, work=No
     For methods that keep w implicitly (w = s·u): (log Z, ℓ_i) of the chain with these
     scores; linear node marginals into ``nodes`` and Σ_t pairwise marginals into
     ``edge_sum`` (overwritten). ``nll`` uses the sequence's ground truth. ``work``, a
-    ChainWork (``kernels.chain_work``), spares the call its allocations.
+    ChainWork (``pieces.chain_work``), spares the call its allocations.
     """
     counters[ORACLE_CALLS] += 1
     data.audit[0] += 1
@@ -700,7 +700,7 @@ def oracle_scores_marginals(
 @numba.njit(**_NJIT)
 def forward_scores(data, counters, i, unary, trans, work=None):
     """Counted forward-only call on score tables with shared transitions: log Z(θ).
-    ``work``, a ChainWork (``kernels.chain_work``), spares the call its allocations."""
+    ``work``, a ChainWork (``pieces.chain_work``), spares the call its allocations."""
     counters[FORWARD_CALLS] += 1
     data.audit[0] += 1
     T = data.offsets[i + 1] - data.offsets[i]

@@ -65,9 +65,9 @@ ChainWork.__doc__ = """Scratch tables of one chain's forward(-backward) pass (``
 
 Offered as ``crfopt.pieces.ChainWork``. Passed as the optional ``work`` of
 ``kernels.forward_scores`` / ``oracle_sums_scores`` (and ``pieces.lipschitz_backtrack``),
-it spares the kernel allocating its ten working
-arrays at every call, which an optimizer that calls them once per iteration pays for:
-about 0.3 µs of OCR's 2.9 µs forward call. Contents are overwritten by every call."""
+it spares the kernel allocating its ten working arrays at every call, which an optimizer
+that calls them once per iteration pays for: about 0.3 µs of OCR's 2.9 µs forward call.
+Contents are overwritten by every call."""
 
 
 def chain_work(max_len: int, n_labels: int) -> ChainWork:

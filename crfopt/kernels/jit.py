@@ -263,10 +263,10 @@ if JIT_ENABLED:
         the arrays alive until the block returns; never let a borrowed array outlive them
         (return it, store it in a container, or keep it in a global), and never borrow an
         array the function allocates itself: numba frees that after its last use, which
-        may be the borrowing. In Python, and with
-        the JIT disabled, it returns ``value`` itself. In a ``parallel=True`` function,
-        borrow inside the ``prange`` body (an inlined helper's first line will do): numba
-        0.68 cannot lower a parallel loop that uses tuples borrowed outside it.
+        may be the borrowing. In a ``parallel=True`` function, borrow inside the
+        ``prange`` body (an inlined helper's first line will do): numba 0.68 cannot lower
+        a parallel loop that uses tuples borrowed outside it. In Python, and with the JIT
+        disabled, it returns ``value`` itself.
         """
         return value
 
