@@ -82,6 +82,7 @@ class Work(NamedTuple):
     trial: np.ndarray  # (T_max, K) line-search trial scores
     trial_t: np.ndarray  # (K, K)
     chain: pieces.ChainWork  # the oracle's and the line search's forward tables
+    grams: pieces.SequenceGrams  # X_i X_iᵀ of dense embeddings, for θ(∇ℓᵢ) (else empty)
 
 
 class Options(NamedTuple):
@@ -190,9 +191,10 @@ def _prox_saga_block(data, counters, st, wk, sst, u_rand, k_iters, o):
             data, counters, i, unary[:T], trans, nodes, esum, wk.chain
         )
         if o.line_search:
-            gn2 = pieces.local_gradient(data, i, nodes, esum, weights, wk.truth_t, E_g, g_trans)
+            gn2 = pieces.gradient_scores(
+                data, i, wk.grams, nodes, esum, weights, wk.truth_t, E_g, g_trans, th_g
+            )
             if gn2 > _GN2_MIN:
-                kernels.local_scores(data, i, E_g, th_g)
                 L[0], _ = pieces.lipschitz_backtrack(
                     data, counters, i, f, gn2, L[0], unary, trans, th_g, g_trans,
                     wk.trial, wk.trial_t, o.max_doublings, wk.chain,
@@ -317,6 +319,7 @@ class ProxSAGA(crfopt.Optimizer):
             trial=np.empty((T_max, K)),
             trial_t=np.empty((K, K)),
             chain=pieces.chain_work(T_max, K),
+            grams=pieces.sequence_grams(kd),
         )
         L_fixed = 1.0
         if not prm["line_search"]:

@@ -77,6 +77,7 @@ class Work(NamedTuple):
     weights: np.ndarray  # (T_max, K) node weights for expected_emission
     truth_t: np.ndarray  # (K, K) transition counts of y_i
     chain: pieces.ChainWork  # the oracle's and the line search's forward tables
+    grams: pieces.SequenceGrams  # X_i X_iᵀ of dense embeddings, for θ(g) (else empty)
 
 
 class Options(NamedTuple):
@@ -92,7 +93,7 @@ class Options(NamedTuple):
     decay: float  # 2^(-1/n), the per-iteration decay of L (sag) and L_max (sag-nus)
 
 
-def make_work(max_len: int, max_support: int, K: int) -> Work:
+def make_work(max_len: int, max_support: int, K: int, grams: pieces.SequenceGrams) -> Work:
     def tk() -> np.ndarray:
         return np.empty((max_len, K))
 
@@ -102,7 +103,7 @@ def make_work(max_len: int, max_support: int, K: int) -> Work:
     sk = (max_support, K)
     return Work(
         tk(), kk(), tk(), kk(), np.empty(sk), kk(), np.empty(sk), kk(), tk(), tk(), kk(), tk(),
-        kk(), pieces.chain_work(max_len, K),
+        kk(), pieces.chain_work(max_len, K), grams,
     )  # fmt: skip
 
 
@@ -144,19 +145,20 @@ def _visit(data, counters, st, wk, i, lazy):
 
 @jit(inline=True)
 def _gradient(data, wk, i):
-    """g = ∇ℓ_i(w) from the visit's marginals into wk.E_g/g_trans; returns ‖g‖²."""
-    return pieces.local_gradient(
-        data, i, wk.nodes, wk.esum, wk.weights, wk.truth_t, wk.E_g, wk.g_trans
-    )
+    """g = ∇ℓ_i(w) from the visit's marginals: its transition block into wk.g_trans, its
+    scores θ(g) into wk.th_g (the emission block itself only where no Gram matrices
+    serve, ``pieces.gradient_scores``); returns ‖g‖²."""
+    return pieces.gradient_scores(
+        data, i, wk.grams, wk.nodes, wk.esum, wk.weights, wk.truth_t, wk.E_g, wk.g_trans,
+        wk.th_g,
+    )  # fmt: skip
 
 
 @jit(inline=True)
 def _line_search(data, counters, wk, i, f, gn2, L, max_doublings):
-    """pieces.lipschitz_backtrack from L along g (θ(g) computed once, not an oracle call)."""
-    th_g = wk.th_g
-    kernels.local_scores(data, i, wk.E_g, th_g)
+    """pieces.lipschitz_backtrack from L along g, whose scores θ(g) :func:`_gradient` formed."""
     return pieces.lipschitz_backtrack(
-        data, counters, i, f, gn2, L, wk.unary, wk.trans, th_g, wk.g_trans, wk.trial,
+        data, counters, i, f, gn2, L, wk.unary, wk.trans, wk.th_g, wk.g_trans, wk.trial,
         wk.trial_t, max_doublings, wk.chain,
     )  # fmt: skip
 
@@ -446,7 +448,9 @@ class _SAGBase(crfopt.Optimizer):
             m=np.zeros(1),
             t_max=t_max,
         )
-        self._work = make_work(int(kd.max_len), pieces.max_support(kd), K)
+        self._work = make_work(
+            int(kd.max_len), pieces.max_support(kd), K, pieces.sequence_grams(kd)
+        )
         self._opts = Options(
             lam=float(p.lam),
             n=int(n),

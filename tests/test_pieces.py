@@ -247,3 +247,51 @@ def test_chain_work_gives_the_same_bits_as_allocating(problem, span):
             outs.append((r, f, nodes.copy(), esum.copy(), ls, c.copy()))
         for a, b in zip(*outs, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+def test_gradient_scores_equal_the_products_they_replace(problem):
+    """‖∇ℓ_i‖² and θ(∇ℓ_i) through the Gram matrices X_i X_iᵀ (dense) agree with the
+    gradient block formed by local_gradient and its scores X_i·E_g; on sparse data the
+    piece is that path, bit for bit, and no Gram matrix is built."""
+    data, K = problem.data, problem.n_labels
+    grams = pieces.sequence_grams(data)
+    assert (grams.ptr.shape[0] > 0) == bool(data.dense)
+    T_max, S = int(data.max_len), pieces.max_support(data)
+    w = _random_w(problem, 5)
+    unary, trans = np.empty((T_max, K)), np.empty((K, K))
+    for i in range(problem.n):
+        T = pieces.scaled_scores(data, i, w, 1.0, unary, trans)
+        nodes, esum = np.empty((T_max, K)), np.empty((K, K))
+        c = np.zeros_like(problem.counters.array)
+        kernels.oracle_sums_scores(data, c, i, unary[:T], trans, nodes[:T], esum)
+        E_g, g_trans, th = np.empty((S, K)), np.empty((K, K)), np.empty((T_max, K))
+        want = pieces.local_gradient(
+            data, i, nodes, esum, np.empty((T_max, K)), np.empty((K, K)), E_g, g_trans
+        )
+        want_th = np.empty((T_max, K))
+        kernels.local_scores(data, i, E_g, want_th)
+        got_t = np.empty((K, K))
+        got = pieces.gradient_scores(
+            data, i, grams, nodes, esum, np.empty((T_max, K)), np.empty((K, K)),
+            np.empty((S, K)), got_t, th,
+        )  # fmt: skip
+        np.testing.assert_array_equal(got_t, g_trans)
+        if data.dense:
+            s, e = data.offsets[i], data.offsets[i + 1]
+            X = np.asarray(data.X)[s:e]
+            G = grams.values[grams.ptr[i] : grams.ptr[i + 1]].reshape(T, T)
+            np.testing.assert_allclose(G, X @ X.T, rtol=1e-14, atol=1e-14)
+            np.testing.assert_allclose(got, want, rtol=1e-12)
+            np.testing.assert_allclose(th[:T], want_th[:T], rtol=1e-12, atol=1e-12)
+        else:
+            assert got == want
+            np.testing.assert_array_equal(th[:T], want_th[:T])
+
+
+def test_sequence_grams_are_skipped_when_they_outgrow_the_embeddings():
+    """Σ T_i² > |A|·Σ T_i (long sequences of a narrow dense embedding): no Gram matrices."""
+    long = crfopt.make_synthetic(
+        n=4, labels=3, attributes=2, length=12, dense=True, density=1.0, seed=3, lam=0.1
+    )
+    assert long.data.dense
+    assert pieces.sequence_grams(long.data).ptr.shape[0] == 0

@@ -16,6 +16,11 @@ update", §5.7):
 Local gradient (docs/algorithms.md §1.5, §3.4):
     ``local_gradient`` assembles ∇ℓ_i = E_ν F − F(x_i, y_i) on sequence i's support from
     its marginals and returns ‖∇ℓ_i‖².
+Gradient scores for a line search (§3.4 ``lipschitz_ls``):
+    ``gradient_scores`` gives ‖∇ℓ_i‖² and the scores θ(∇ℓ_i) that the trials of
+    ``lipschitz_backtrack`` need. On dense embeddings it uses the sequence's Gram matrix
+    X_i X_iᵀ from ``sequence_grams`` (T_i × T_i, built once) instead of the two products
+    X_iᵀD and X_i(X_iᵀD) with the |A| × K gradient block.
 Lipschitz backtracking (Beck & Teboulle 2009; SBA15 §4; docs/algorithms.md §3.4
 ``lipschitz_ls``):
     ``lipschitz_backtrack`` finds the first L = L₀·2^j with
@@ -52,6 +57,7 @@ __all__ = [
     "ChainWork",
     "CurvatureWork",
     "LazyWeights",
+    "SequenceGrams",
     "catch_up_all",
     "catch_up_row",
     "catch_up_support",
@@ -59,6 +65,7 @@ __all__ = [
     "chain_work",
     "curvature_at",
     "curvature_work",
+    "gradient_scores",
     "lazy_step",
     "lazy_weights",
     "lipschitz_backtrack",
@@ -68,6 +75,7 @@ __all__ = [
     "max_support",
     "renormalize",
     "scaled_scores",
+    "sequence_grams",
 ]
 
 #: fold the scale into u once s drops below this (docs/algorithms.md §5.7): s·u must not underflow
@@ -197,6 +205,83 @@ def scaled_scores(data, i, u, s, unary, trans):
 #: ``crfopt.kernels.local_gradient`` (the problem's own ``oracle(..., gradient=True)`` uses it
 #: too, and core may not import this layer), offered here beside the other pieces.
 local_gradient = kernels.local_gradient
+
+
+class SequenceGrams(NamedTuple):
+    """G_i = X_i X_iᵀ of every sequence of dense embeddings (:func:`sequence_grams`).
+
+    Sequence i's T_i × T_i matrix is ``values[ptr[i]:ptr[i + 1]]`` in row-major order.
+    Both arrays are empty when the data are sparse or the matrices would not pay.
+    """
+
+    ptr: np.ndarray  # (n + 1,) int64, or (0,) when absent
+    values: np.ndarray  # (Σ T_i²,) float64
+
+
+def sequence_grams(data: KernelData) -> SequenceGrams:
+    """The Gram matrices X_i X_iᵀ of dense embeddings, for :func:`gradient_scores`.
+
+    With them the scores of a gradient direction cost T_i²·K multiply-adds instead of
+    2·T_i·|A|·K (OCR: 64·26 against 2·8·131·26, measured 0.8 µs against 5.8 µs per
+    sequence). Built when the data are dense and Σ T_i² ≤ |A|·Σ T_i, i.e. when the
+    matrices take no more memory than X itself (every short sequence of a wide embedding);
+    otherwise empty, and :func:`gradient_scores` takes the product path.
+    """
+    empty = SequenceGrams(np.zeros(0, dtype=np.int64), np.zeros(0))
+    if not data.dense:
+        return empty
+    offsets = np.asarray(data.offsets, dtype=np.int64)
+    lengths = np.diff(offsets)
+    if int((lengths**2).sum()) > int(data.n_attributes) * int(lengths.sum()):
+        return empty
+    ptr = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths**2, out=ptr[1:])
+    values = np.empty(int(ptr[-1]))
+    X = np.asarray(data.X)
+    for i in range(lengths.shape[0]):
+        rows = X[offsets[i] : offsets[i + 1]]
+        values[ptr[i] : ptr[i + 1]] = (rows @ rows.T).ravel()
+    return SequenceGrams(ptr, values)
+
+
+@jit(inline=True)
+def gradient_scores(data, i, grams, nodes, edge_sum, work, truth, E_loc, trans_loc, th):
+    """‖∇ℓ_i‖² and the unary scores θ(∇ℓ_i) into ``th[:T]`` (§1.5, §3.4 ``lipschitz_ls``).
+
+    Arguments as for :func:`local_gradient`, plus ``grams`` (a :class:`SequenceGrams`)
+    and ``th`` (≥ T × K). With D = ν_nodes − onehot(y_i) (into ``work``), the emission
+    block of ∇ℓ_i is X_iᵀD, so its scores are X_i X_iᵀ D = G_i D and its squared norm is
+    ⟨D, G_i D⟩: with Gram matrices neither product with the |A| × K block is formed and
+    ``E_loc`` is left as it was (the caller must not read it). Without them (sparse data)
+    this is :func:`local_gradient` then ``kernels.local_scores``. ``trans_loc`` receives
+    the transition block either way. Equal to the product path up to rounding.
+    """
+    if grams.ptr.shape[0] == 0:
+        gn2 = kernels.local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc)
+        kernels.local_scores(data, i, E_loc, th)
+        return gn2
+    K = data.n_labels
+    s0 = data.offsets[i]
+    T = data.offsets[i + 1] - s0
+    y = data.y
+    for t in range(T):
+        for k in range(K):
+            work[t, k] = nodes[t, k]
+        work[t, y[s0 + t]] -= 1.0
+    G = grams.values[grams.ptr[i] : grams.ptr[i + 1]].reshape((T, T))
+    np.dot(G, work[:T], th[:T])
+    emission = 0.0
+    for t in range(T):
+        for k in range(K):
+            emission += th[t, k] * work[t, k]
+    kernels.truth_transitions(data, i, truth)
+    transitions = 0.0
+    for k in range(K):
+        for l in range(K):
+            v = edge_sum[k, l] - truth[k, l]
+            trans_loc[k, l] = v
+            transitions += v * v
+    return emission + transitions
 
 
 @jit
