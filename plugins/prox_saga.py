@@ -82,7 +82,7 @@ class Work(NamedTuple):
     trial: np.ndarray  # (T_max, K) line-search trial scores
     trial_t: np.ndarray  # (K, K)
     chain: pieces.ChainWork  # the oracle's and the line search's forward tables
-    grams: pieces.SequenceGrams  # X_i X_iᵀ of dense embeddings, for θ(∇ℓᵢ) (else empty)
+    grams: pieces.SequenceGrams  # X_i X_iᵀ where it pays, for θ(∇ℓᵢ) (pieces.sequence_grams)
 
 
 class Options(NamedTuple):

@@ -77,7 +77,7 @@ class Work(NamedTuple):
     weights: np.ndarray  # (T_max, K) node weights for expected_emission
     truth_t: np.ndarray  # (K, K) transition counts of y_i
     chain: pieces.ChainWork  # the oracle's and the line search's forward tables
-    grams: pieces.SequenceGrams  # X_i X_iᵀ of dense embeddings, for θ(g) (else empty)
+    grams: pieces.SequenceGrams  # X_i X_iᵀ where it pays, for θ(g) (pieces.sequence_grams)
 
 
 class Options(NamedTuple):

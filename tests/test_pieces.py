@@ -12,6 +12,7 @@ import pytest
 
 import crfopt
 from crfopt import kernels, pieces
+from crfopt.kernels.jit import JIT_ENABLED
 
 
 @pytest.fixture(scope="module", params=["sparse", "dense"])
@@ -250,12 +251,16 @@ def test_chain_work_gives_the_same_bits_as_allocating(problem, span):
 
 
 def test_gradient_scores_equal_the_products_they_replace(problem):
-    """‖∇ℓ_i‖² and θ(∇ℓ_i) through the Gram matrices X_i X_iᵀ (dense) agree with the
-    gradient block formed by local_gradient and its scores X_i·E_g; on sparse data the
-    piece is that path, bit for bit, and no Gram matrix is built."""
+    """‖∇ℓ_i‖² and θ(∇ℓ_i) through the Gram matrices X_i X_iᵀ agree with the gradient
+    block formed by local_gradient and its scores X_i·E_g; where no Gram matrix was built
+    the piece is that path, bit for bit. Gram matrices are checked against X_i X_iᵀ."""
     data, K = problem.data, problem.n_labels
     grams = pieces.sequence_grams(data)
-    assert (grams.ptr.shape[0] > 0) == bool(data.dense)
+    if not data.dense and not JIT_ENABLED:
+        assert grams.ptr.shape[0] == 0  # the Python loops would cost more than they save
+        grams = _compiled_grams_without_jit(data)
+    X = _dense_X(data)
+    built = 0
     T_max, S = int(data.max_len), pieces.max_support(data)
     w = _random_w(problem, 5)
     unary, trans = np.empty((T_max, K)), np.empty((K, K))
@@ -276,22 +281,53 @@ def test_gradient_scores_equal_the_products_they_replace(problem):
             np.empty((S, K)), got_t, th,
         )  # fmt: skip
         np.testing.assert_array_equal(got_t, g_trans)
-        if data.dense:
-            s, e = data.offsets[i], data.offsets[i + 1]
-            X = np.asarray(data.X)[s:e]
+        if grams.ptr[i + 1] > grams.ptr[i]:
+            built += 1
+            Xi = X[data.offsets[i] : data.offsets[i + 1]]
             G = grams.values[grams.ptr[i] : grams.ptr[i + 1]].reshape(T, T)
-            np.testing.assert_allclose(G, X @ X.T, rtol=1e-14, atol=1e-14)
+            np.testing.assert_allclose(G, Xi @ Xi.T, rtol=1e-14, atol=1e-14)
             np.testing.assert_allclose(got, want, rtol=1e-12)
             np.testing.assert_allclose(th[:T], want_th[:T], rtol=1e-12, atol=1e-12)
         else:
             assert got == want
             np.testing.assert_array_equal(th[:T], want_th[:T])
+    assert built > 0
 
 
-def test_sequence_grams_are_skipped_when_they_outgrow_the_embeddings():
-    """Σ T_i² > |A|·Σ T_i (long sequences of a narrow dense embedding): no Gram matrices."""
-    long = crfopt.make_synthetic(
-        n=4, labels=3, attributes=2, length=12, dense=True, density=1.0, seed=3, lam=0.1
+def _dense_X(data):
+    """The embedding rows as one dense array (an independent view of X for the tests)."""
+    if data.dense:
+        return np.asarray(data.X)
+    N = int(data.offsets[-1])
+    X = np.zeros((N, int(data.n_attributes)))
+    for r in range(N):
+        for p in range(int(data.indptr[r]), int(data.indptr[r + 1])):
+            X[r, int(data.indices[p])] += float(data.values[p])
+    return X
+
+
+def _compiled_grams_without_jit(data):
+    """What sequence_grams builds with the JIT, by its loop run as plain Python."""
+    from crfopt.optim.pieces import _sparse_grams
+
+    T = np.diff(np.asarray(data.offsets, dtype=np.int64))
+    ptr = np.zeros(T.shape[0] + 1, dtype=np.int64)
+    np.cumsum(T**2, out=ptr[1:])
+    values = np.empty(int(ptr[-1]))
+    _sparse_grams(data, ptr, values, np.zeros(int(data.n_attributes)))
+    return pieces.SequenceGrams(ptr, values)
+
+
+def test_sequence_grams_are_built_only_where_they_cost_less_than_the_products():
+    """G_i exists exactly where T_i² ≤ 2·nnz_i: on a narrow dense embedding the short
+    sequences get one and the long ones keep the product path."""
+    narrow = crfopt.make_synthetic(
+        n=6, labels=3, attributes=2, length=12, dense=True, density=1.0, seed=3, lam=0.1
     )
-    assert long.data.dense
-    assert pieces.sequence_grams(long.data).ptr.shape[0] == 0
+    T = np.diff(narrow.data.offsets)
+    nnz = T * narrow.data.n_attributes
+    pays = np.less_equal(T**2, pieces.GRAM_WORK_RATIO * nnz)
+    assert pays.any() and not pays.all()
+    grams = pieces.sequence_grams(narrow.data)
+    np.testing.assert_array_equal(np.diff(grams.ptr) > 0, pays)
+    np.testing.assert_array_equal(np.diff(grams.ptr)[pays], T[pays] ** 2)
