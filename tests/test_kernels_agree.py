@@ -167,7 +167,8 @@ def test_batch_kernels_agree(problem):
 
 @needs_jit
 def test_local_gradient_agrees(problem):
-    """Both twins assemble the same ∇ℓ_i, and ‖∇ℓ_i‖² to the last bit (SAG branches on it)."""
+    """Both twins assemble the same ∇ℓ_i, and ‖∇ℓ_i‖² to the last bit (SAG branches on it);
+    both give its node residual D = ν_nodes − onehot(y_i) exactly."""
     JT = _jit()
     rng = np.random.default_rng(3)
     K = problem.n_labels
@@ -196,6 +197,16 @@ def test_local_gradient_agrees(problem):
         assert g1 == g2, (i, g1, g2)
         # independent truth: ‖∇ℓ_i‖² is the squared norm of the returned blocks
         assert g2 == pytest.approx(float(np.sum(E2**2) + np.sum(t2**2)), rel=1e-13)
+        # node_residual: ν_i's node marginals minus the one-hot truth, in both twins
+        s0, T = (
+            int(problem.data.offsets[i]),
+            int(problem.data.offsets[i + 1] - problem.data.offsets[i]),
+        )
+        want = nodes[:T] - np.eye(K)[problem.data.y[s0 : s0 + T]]
+        for impl in (JT, NP):
+            D = np.full((T_max, K), np.nan)
+            assert impl.node_residual(problem.data, i, nodes, D) == T
+            np.testing.assert_array_equal(D[:T], want)
 
 
 @needs_jit

@@ -46,7 +46,9 @@ Uncounted linear algebra (no inference): ``unary_scores``, ``local_scores``,
 ``expected_emission``, ``truth_transitions``, ``add_local``, ``dot_local``, ``norm2_local``,
 ``support_bounds``, ``emission_matrix``, ``transition_matrix``;
 ``local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc) -> ‖∇ℓ_i‖²``
-(∇ℓ_i on the sequence's support from ν_i's marginals, §1.5); and the chain
+(∇ℓ_i on the sequence's support from ν_i's marginals, §1.5);
+``node_residual(data, i, nodes, out) -> T`` (ν_i's node marginals minus the one-hot
+truth, whose Xᵀ-image is ∇ℓ_i's emission block); and the chain
 functionals ``chain_entropy`` / ``chain_kl`` of given log-marginals (§1.3, §5.3), and
 ``chain_entropy_linlog(nodes, edges, log_nodes, log_edges, T, K)`` /
 ``chain_kl_linlog(p_nodes, p_edges, lp_nodes, lp_edges, lq_nodes, lq_edges, T, K)``
@@ -89,6 +91,7 @@ truth_score = _impl.truth_score
 local_scores = _impl.local_scores
 expected_emission = _impl.expected_emission
 local_gradient = _impl.local_gradient
+node_residual = _impl.node_residual
 truth_transitions = _impl.truth_transitions
 add_local = _impl.add_local
 dot_local = _impl.dot_local
@@ -121,6 +124,7 @@ __all__ = [
     "forward_scores",
     "local_gradient",
     "local_scores",
+    "node_residual",
     "norm2_local",
     "oracle",
     "oracle_marginals",

@@ -747,6 +747,21 @@ def truth_transitions(data, i, out):
 
 
 @numba.njit(inline="always", **_NJIT)
+def node_residual(data, i, nodes, out):
+    """out[:T] = ν_i's node marginals ``nodes[:T]`` minus the one-hot ground truth: D, with
+    ∇ℓ_i's emission block X_iᵀD (§1.5). Returns T."""
+    K = data.n_labels
+    s0 = data.offsets[i]
+    T = data.offsets[i + 1] - s0
+    y = data.y
+    for t in range(T):
+        for k in range(K):
+            out[t, k] = nodes[t, k]
+        out[t, y[s0 + t]] -= 1.0
+    return T
+
+
+@numba.njit(inline="always", **_NJIT)
 def local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc):
     """∇ℓ_i = E_ν F − F(x_i, y_i) on sequence i's support; returns ‖∇ℓ_i‖² (§1.5, §3.4).
 
@@ -757,13 +772,7 @@ def local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc):
     the caller's loop (it runs once per stochastic step).
     """
     K = data.n_labels
-    s0 = data.offsets[i]
-    T = data.offsets[i + 1] - s0
-    y = data.y
-    for t in range(T):
-        for k in range(K):
-            work[t, k] = nodes[t, k]
-        work[t, y[s0 + t]] -= 1.0
+    node_residual(data, i, nodes, work)
     expected_emission(data, i, work, E_loc)
     truth_transitions(data, i, truth)
     for k in range(K):

@@ -253,11 +253,16 @@ def truth_transitions(data, i, out):
     np.add.at(out, (y[:-1], y[1:]), 1.0)
 
 
-def local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc):
+def node_residual(data, i, nodes, out):
     s = int(data.offsets[i])
     T = int(data.offsets[i + 1]) - s
-    work[:T] = nodes[:T]
-    work[np.arange(T), data.y[s : s + T]] -= 1.0
+    out[:T] = nodes[:T]
+    out[np.arange(T), data.y[s : s + T]] -= 1.0
+    return T
+
+
+def local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc):
+    node_residual(data, i, nodes, work)
     expected_emission(data, i, work, E_loc)
     truth_transitions(data, i, truth)
     trans_loc[:, :] = edge_sum - truth

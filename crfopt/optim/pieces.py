@@ -303,13 +303,7 @@ def gradient_scores(data, i, grams, nodes, edge_sum, work, truth, E_loc, trans_l
         kernels.local_scores(data, i, E_loc, th)
         return gn2
     K = data.n_labels
-    s0 = data.offsets[i]
-    T = data.offsets[i + 1] - s0
-    y = data.y
-    for t in range(T):
-        for k in range(K):
-            work[t, k] = nodes[t, k]
-        work[t, y[s0 + t]] -= 1.0
+    T = kernels.node_residual(data, i, nodes, work)
     G = grams.values[grams.ptr[i] : grams.ptr[i + 1]].reshape((T, T))
     np.dot(G, work[:T], th[:T])
     emission = 0.0
