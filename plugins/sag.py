@@ -119,8 +119,7 @@ def _visit(data, counters, st, wk, i, lazy):
     """Catch up x_i's rows, run the oracle at w = s·u and form gdiff (§3.4).
 
     Returns ℓ_i(w); gdiff goes to wk.E_d/d_trans. The gradient g itself serves only the
-    line search, so :func:`_gradient` forms it when a search will run (a skipped search
-    saves its emission product, X_iᵀ(ν − truth), a third of the iteration's linear algebra).
+    line search, so :func:`_gradient` forms what the search needs only when one will run.
     """
     lw = st.w
     u = lw.u
