@@ -72,7 +72,8 @@ class OEGWork(NamedTuple):
     s_w: np.ndarray  # (L, K) θ(w; x_i) unary
     W_T: np.ndarray  # (K, K) θ(w; x_i)'s edge table, frozen while w changes
     t_n: np.ndarray  # (L, K) trial node scores
-    t_e: np.ndarray  # (L-1, K, K) trial edge scores
+    t_base: np.ndarray  # (K, K) trial edge scores off the ground truth
+    t_e: np.ndarray  # (L-1, K, K) trial edge scores (written by the oracle)
     ln: np.ndarray  # (L, K) trial log node marginals
     le: np.ndarray  # (L-1, K, K) trial log edge marginals
     nodes_new: np.ndarray  # (L, K) trial node marginals
@@ -92,6 +93,7 @@ def make_work(max_len: int, K: int, max_support: int) -> OEGWork:
         s_w=np.empty((L, K)),
         W_T=np.empty((K, K)),
         t_n=np.empty((L, K)),
+        t_base=np.empty((K, K)),
         t_e=np.empty((E, K, K)),
         ln=np.empty((L, K)),
         le=np.empty((E, K, K)),
@@ -106,26 +108,27 @@ def make_work(max_len: int, K: int, max_support: int) -> OEGWork:
 
 
 @jit(inline=True)
-def _trial_scores(data, st, c_init, wk, i, T, K, keep, e_i):
-    """θ_i' = (1-η) θ_i + η θ(w; x_i) into wk.t_n, wk.t_e; returns the new ρ_i."""
+def _trial_scores(data, st, wk, i, T, K, keep, e_i):
+    """θ_i' = (1-η) θ_i + η θ(w; x_i): the node scores into wk.t_n and the edge scores
+    off the truth, (1-η) M_i + η W_T, into wk.t_base; returns the new ρ_i. The
+    per-position edge tables, ρ_i' c higher on the truth, are written by the oracle
+    (``kernels.oracle_scores_bonus``)."""
     s0 = data.offsets[i]
     # locals, not tuple fields, inside loops (each field read costs a reference count)
-    t_n, t_e, s_w, W_T, M, theta_n, y = wk.t_n, wk.t_e, wk.s_w, wk.W_T, st.M, st.theta_n, data.y
+    t_n, t_base, s_w, W_T, M, theta_n = wk.t_n, wk.t_base, wk.s_w, wk.W_T, st.M, st.theta_n
     for t in range(T):
         for k in range(K):
             t_n[t, k] = keep * theta_n[s0 + t, k] + e_i * s_w[t, k]
-    rho_new = keep * st.rho[i]
-    for t in range(T - 1):
-        for k in range(K):
-            for l in range(K):
-                t_e[t, k, l] = keep * M[i, k, l] + e_i * W_T[k, l]
-        t_e[t, y[s0 + t], y[s0 + t + 1]] += rho_new * c_init
-    return rho_new
+    for k in range(K):
+        for l in range(K):
+            t_base[k, l] = keep * M[i, k, l] + e_i * W_T[k, l]
+    return keep * st.rho[i]
 
 
 @jit(inline=True)
-def _trial_entropy(data, counters, wk, i, T, K, linear):
-    """One counted oracle call on the trial scores: fills the trial marginals (wk.ln,
+def _trial_entropy(data, counters, wk, i, T, K, linear, bonus):
+    """One counted oracle call on the trial scores (edge tables wk.t_base plus ``bonus``
+    = ρ_i' c on the truth): fills the trial edge scores wk.t_e and marginals (wk.ln,
     wk.le, wk.nodes_new, wk.edges_lin, wk.P_new) and returns H' = log Z' - ⟨θ', μ'⟩.
 
     Default: the linear marginals are exp of the log-marginals (vector exp for the
@@ -139,12 +142,10 @@ def _trial_entropy(data, counters, wk, i, T, K, linear):
     t_n, t_e, ln, le, edges_lin, P_new = wk.t_n, wk.t_e, wk.ln, wk.le, wk.edges_lin, wk.P_new
     nodes_new = wk.nodes_new
     E = T - 1
-    if linear:
-        log_z = kernels.oracle_scores_marginals(
-            data, counters, i, t_n[:T], t_e[:E], ln, le, nodes_new, edges_lin
-        )
-    else:
-        log_z = kernels.oracle_scores(data, counters, i, t_n[:T], t_e[:E], ln, le)
+    log_z = kernels.oracle_scores_bonus(
+        data, counters, i, t_n[:T], wk.t_base, bonus, t_e, ln, le, nodes_new, edges_lin, linear
+    )
+    if not linear:
         KK = K * K
         vexp(le.reshape(le.shape[0] * KK), edges_lin.reshape(edges_lin.shape[0] * KK), E * KK)
         for t in range(T):
@@ -264,8 +265,8 @@ def _oeg_block(data, counters, st, first, later, u_rand, k_iters, opts, wk):
         for _trial in range(max_trials):
             e_i = st.eta[i]
             keep = 1.0 - e_i
-            rho_new = _trial_scores(data, st, opts.c_init, wk, i, T, K, keep, e_i)
-            h_new = _trial_entropy(data, counters, wk, i, T, K, opts.linear)
+            rho_new = _trial_scores(data, st, wk, i, T, K, keep, e_i)
+            h_new = _trial_entropy(data, counters, wk, i, T, K, opts.linear, rho_new * opts.c_init)
             gain = _trial_gain(data, st, opts.lam_n, wk, i, T, K, h_new, opts.linear)
             if gain >= 0.0:  # ties accepted: an optimal block stops burning oracle calls
                 _accept(data, st, wk, i, T, K, keep, e_i, rho_new, h_new)
@@ -327,7 +328,7 @@ class OEG(crfopt.Optimizer):
         L = int(kd.max_len)
         E = max(L - 1, 1)
         support = int(kd.n_attributes) if kd.dense else int(np.diff(kd.support_ptr).max())
-        work = 4 * E * K * K + 8 * L * K + 3 * K * K + support * K
+        work = 4 * E * K * K + 8 * L * K + 4 * K * K + support * K
         return int(
             problem.dual_memory(8) + 8 * (N * K + 2 * n * K * K + 2 * problem.dim + 4 * n + work)
         )

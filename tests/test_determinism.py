@@ -100,6 +100,7 @@ def test_recording_saw_every_kernel_call(both_paths):
         "oracle_sums",
         "oracle_sums_scores",
         "oracle_scores",
+        "oracle_scores_bonus",
         "forward",
         "forward_scores",
         "batch_value_grad",

@@ -364,3 +364,49 @@ def test_each_chunk_kernel_has_no_parfor_but_its_prange(dense):
         report = fresh.get_metadata(fresh.signatures[0])["parfor_diagnostics"]
         lines = sorted(pf.loc.line for pf in report.initial_parfors)
         assert len(lines) == 1, f"{name}: parfors at lines {lines}, only its prange expected"
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("bonus", [0.0, 0.3, 4.0, 500.0])
+def test_oracle_scores_bonus_is_oracle_scores_bit_for_bit(impl, bonus):
+    """The OEG-form oracle (one shared table, ``bonus`` on the truth pairs) returns what
+    oracle_scores / oracle_scores_marginals return on the tables it writes, to the bit.
+
+    The bonuses cover positions whose maximum is the shared table's (0, 0.3), whose
+    truth entry is the maximum (4), and tables spanning more than LOG_SPAN_LIMIT, which
+    take the log-space path (500).
+    """
+    K = 5
+    problem, _ = tiny_problem(3, dense=False, K=K, lengths=[1, 2, 6, 9, 3])
+    data = problem.data
+    rng = np.random.default_rng(7)
+    counters = np.zeros(7, dtype=np.int64)
+    for i in range(problem.n):
+        s, e = int(data.offsets[i]), int(data.offsets[i + 1])
+        T, E = e - s, max(e - s - 1, 0)
+        unary = rng.normal(size=(T, K))
+        trans = rng.normal(size=(K, K))
+        y = data.y[s:e]
+        expected = np.repeat(trans[None], E, axis=0)
+        for t in range(E):
+            expected[t, y[t], y[t + 1]] = trans[y[t], y[t + 1]] + bonus
+        for linear in (False, True):
+            edges = np.full((E + 2, K, K), np.nan)  # longer than needed, as OEG's work array
+            ln, le = _buffers(T, K)
+            nodes, lin = np.empty((T, K)), np.empty((E, K, K))
+            got = impl.oracle_scores_bonus(
+                data, counters, i, unary, trans, bonus, edges, ln, le, nodes, lin, linear
+            )
+            assert np.array_equal(edges[:E], expected)
+            ln2, le2 = _buffers(T, K)
+            if linear:
+                nodes2, lin2 = np.empty((T, K)), np.empty((E, K, K))
+                want = impl.oracle_scores_marginals(
+                    data, counters, i, unary, expected, ln2, le2, nodes2, lin2
+                )
+                assert np.array_equal(nodes, nodes2) and np.array_equal(lin, lin2)
+            else:
+                want = impl.oracle_scores(data, counters, i, unary, expected, ln2, le2)
+            assert got == want
+            assert np.array_equal(ln, ln2) and np.array_equal(le, le2)
+    assert counters[0] == 4 * problem.n  # each call is one counted oracle call

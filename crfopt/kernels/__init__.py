@@ -32,7 +32,12 @@ Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, docs/algori
     on arbitrary score tables (unary T×K, edges (T-1)×K×K).
 ``oracle_scores_marginals(data, counters, i, unary, edges, log_nodes, log_edges, nodes,``
 ``lin_edges) -> log_z``
-    the same with the linear marginals too (OEG's trials).
+    the same with the linear marginals too.
+``oracle_scores_bonus(data, counters, i, unary, trans, bonus, edges, log_nodes, log_edges,``
+``nodes, lin_edges, linear) -> log_z``
+    either of the two on edge tables θ_t = ``trans`` + ``bonus`` at the ground-truth pair
+    (y_t, y_{t+1}), which it writes into ``edges[:T-1]``; bit for bit the same, with
+    ``trans`` exponentiated once per call instead of once per position (OEG's trials).
 ``forward_scores(data, counters, i, unary, trans) -> log_z``
     forward only, on score tables with shared transitions (SAG's line-search trials).
 
@@ -84,6 +89,7 @@ oracle_sums_scores = _impl.oracle_sums_scores
 forward = _impl.forward
 oracle_scores = _impl.oracle_scores
 oracle_scores_marginals = _impl.oracle_scores_marginals
+oracle_scores_bonus = _impl.oracle_scores_bonus
 forward_scores = _impl.forward_scores
 
 unary_scores = _impl.unary_scores
@@ -129,6 +135,7 @@ __all__ = [
     "oracle",
     "oracle_marginals",
     "oracle_scores",
+    "oracle_scores_bonus",
     "oracle_scores_marginals",
     "oracle_sums",
     "oracle_sums_scores",

@@ -21,11 +21,19 @@ import numba
 import numpy as np
 
 from crfopt.kernels.counters import FORWARD_CALLS, ORACLE_CALLS
-from crfopt.kernels.vmath import vexp
+from crfopt.kernels.vmath import exp_scalar, vexp
 
 # Beyond this span (max - min) of a unary row or of the transition table, scaled messages
 # may fall below the smallest double (e^-745) after a few products; use log space.
 LOG_SPAN_LIMIT = 300.0
+
+# ``_chain_marginals`` without a base table (see :func:`_exp_edges_bonus`)
+_NO_BASE = np.empty((0, 0))
+_NO_TRUTH = np.empty(0, dtype=np.int64)
+# the scaled passes without per-position tables and row replacements (_scaled_forward)
+_NO_SLOT = np.empty(0, dtype=np.int64)
+_NO_REP = np.empty((0, 2, 1))
+_NO_REP_IDX = np.empty((0, 2), dtype=np.int64)
 
 # NumPy's error model: a division by zero gives inf/NaN (which divergence checks catch)
 # instead of a Python exception, and no per-division branch blocks vectorization.
@@ -211,12 +219,74 @@ def _exp_edges(edges, T, K, E, ET, mT):
 
 
 @numba.njit(**_FAST)
-def _scaled_forward(unary, E3, mT3, shared, T, K, u, m, alpha, c):
+def _exp_edges_bonus(edges, base, truth, T, K, E, ET, mT, slot, rep, rep_idx):
+    """:func:`_exp_edges` for tables equal to ``base`` but at the truth pair
+    (``truth[t]``, ``truth[t + 1]``) of each position (:func:`oracle_scores_bonus`).
+
+    exp(base - max base) and its transpose go into E[0], ET[0], once: they serve every
+    position whose maximum is base's (``slot[t] = 0``), with the one row that holds the
+    truth entry replaced (``rep[t]``, ``rep_idx[t]``: the row of E and of ET), and only
+    that entry exponentiated. A position whose truth entry is its maximum gets its own
+    table, as in :func:`_exp_edges`. Bit for bit :func:`_exp_edges`: each entry is the
+    same difference, exponentiated by the same arithmetic (``exp_scalar`` where
+    ``vexp`` takes it, libm where ``vexp`` does).
+    """
+    mB, _ = _trans_span(base, K)
+    shares = 0
+    for t in range(T - 1):
+        shares += 1 if mT[t] == mB else 0
+    if shares:  # else every truth entry is its table's maximum (OEG's first visits)
+        _exp_transitions_at(base, K, mB, E[0], ET[0])
+    Eb = E[0]
+    EbT = ET[0]
+    shifted = np.empty(K * K)
+    own = 0
+    for t in range(T - 1):
+        mx = mT[t]
+        if mx == mB:
+            k = truth[t]
+            l = truth[t + 1]
+            x = edges[t, k, l] - mx
+            v = exp_scalar(x) if (x >= -708.0 and x < 709.0) else math.exp(x)
+            slot[t] = 0
+            rep_idx[t, 0] = k
+            rep_idx[t, 1] = l
+            for j in range(K):
+                rep[t, 0, j] = Eb[k, j]
+                rep[t, 1, j] = EbT[l, j]
+            rep[t, 0, l] = v
+            rep[t, 1, k] = v
+            continue
+        own += 1
+        slot[t] = own
+        rep_idx[t, 0] = -1
+        rep_idx[t, 1] = -1
+        for k in range(K):
+            for l in range(K):
+                shifted[k * K + l] = edges[t, k, l] - mx
+        vexp(shifted, E[own].reshape(K * K), K * K)
+        for k in range(K):
+            for l in range(K):
+                ET[own, l, k] = E[own, k, l]
+
+
+@numba.njit(inline="always")
+def _table(shared, slot, t):
+    """Index into E3/ET3 of position t's edge table (see :func:`_scaled_forward`)."""
+    if shared:
+        return 0
+    return slot[t] if slot.shape[0] else t
+
+
+@numba.njit(**_FAST)
+def _scaled_forward(unary, E3, mT3, shared, T, K, u, m, alpha, c, slot, rep, rep_idx):
     """Scaled forward pass: u = exp(θ - m_t), normalized α̂ (rows sum to 1), normalizers c.
 
     ``E3`` holds exp(θ_edge - max) for one shared table (shape (1, K, K), ``shared``) or
     one per position ((T-1, K, K)), ``mT3`` the subtracted maxima. Returns
-    log Z = Σ_t (log c_t + m_t) + Σ_t max θ_edge,t.
+    log Z = Σ_t (log c_t + m_t) + Σ_t max θ_edge,t. A non-empty ``slot`` maps position t
+    to its table E3[slot[t]], whose row ``rep_idx[t, 0]`` (if ≥ 0) is ``rep[t, 0]``
+    instead (:func:`_exp_edges_bonus`).
     """
     shifted = np.empty(T * K)
     for t in range(T):
@@ -242,14 +312,26 @@ def _scaled_forward(unary, E3, mT3, shared, T, K, u, m, alpha, c):
         prev = alpha[t - 1]
         for l in range(K):
             row[l] = 0.0
-        E = E3[0] if shared else E3[t - 1]
+        E = E3[_table(shared, slot, t - 1)]
         mT = mT3[0] if shared else mT3[t - 1]
-        # axpy form (contiguous in l) so the inner loop vectorizes
-        for k in range(K):
+        r = rep_idx[t - 1, 0] if slot.shape[0] else -1
+        # axpy form (contiguous in l) so the inner loop vectorizes; a replaced row is
+        # added in its turn (the same order of sums), by a loop of its own
+        for k in range(r if r >= 0 else K):
             a = prev[k]
             Ek = E[k]
             for l in range(K):
                 row[l] += a * Ek[l]
+        if r >= 0:
+            a = prev[r]
+            Ek = rep[t - 1, 0]
+            for l in range(K):
+                row[l] += a * Ek[l]
+            for k in range(r + 1, K):
+                a = prev[k]
+                Ek = E[k]
+                for l in range(K):
+                    row[l] += a * Ek[l]
         total = 0.0
         for l in range(K):
             row[l] *= u[t, l]
@@ -263,11 +345,12 @@ def _scaled_forward(unary, E3, mT3, shared, T, K, u, m, alpha, c):
 
 
 @numba.njit(**_FAST)
-def _scaled_backward(T, K, u, ET3, shared, c, beta, V):
+def _scaled_backward(T, K, u, ET3, shared, c, beta, V, slot, rep, rep_idx):
     """Scaled backward pass with the forward normalizers, so μ_t = α̂_t β̂_t.
 
     Also leaves V[t] = u_t β̂_t / c_t (t ≥ 1): the pairwise marginal of (t-1, t) is
-    α̂_{t-1}(k) E(k, l) V[t](l).
+    α̂_{t-1}(k) E(k, l) V[t](l). ``slot``, ``rep``, ``rep_idx`` as in
+    :func:`_scaled_forward`, for the transposed tables (``rep[t, 1]``, ``rep_idx[t, 1]``).
     """
     for k in range(K):
         beta[T - 1, k] = 1.0
@@ -277,14 +360,68 @@ def _scaled_backward(T, K, u, ET3, shared, c, beta, V):
         for l in range(K):
             vrow[l] = u[t + 1, l] * beta[t + 1, l] * inv
         row = beta[t]
-        ET = ET3[0] if shared else ET3[t]
+        ET = ET3[_table(shared, slot, t)]
+        r = rep_idx[t, 1] if slot.shape[0] else -1
         for k in range(K):
             row[k] = 0.0
-        for l in range(K):
+        for l in range(r if r >= 0 else K):  # a replaced row in its turn, as above
             vl = vrow[l]
             ETl = ET[l]
             for k in range(K):
                 row[k] += vl * ETl[k]
+        if r >= 0:
+            vl = vrow[r]
+            ETl = rep[t, 1]
+            for k in range(K):
+                row[k] += vl * ETl[k]
+            for l in range(r + 1, K):
+                vl = vrow[l]
+                ETl = ET[l]
+                for k in range(K):
+                    row[k] += vl * ETl[k]
+
+
+# inlined: a call would count references to its 18 arrays; no fastmath, as the products
+# below were computed inside _chain_marginals
+@numba.njit(**_NJIT, inline="always")
+def _scaled_messages(
+    unary,
+    E3,
+    ET3,
+    mT3,
+    shared,
+    T,
+    K,
+    u,
+    m,
+    alpha,
+    c,
+    beta,
+    V,
+    slot,
+    rep,
+    rep_idx,
+    want_linear,
+    nodes,
+    lin_edges,
+):
+    """Both scaled passes; with ``want_linear`` the linear marginals too, as products of
+    the messages (α̂_t(k) E(k,l) V_{t+1}(l)). Returns log Z (:func:`_scaled_forward`)."""
+    logZ = _scaled_forward(unary, E3, mT3, shared, T, K, u, m, alpha, c, slot, rep, rep_idx)
+    _scaled_backward(T, K, u, ET3, shared, c, beta, V, slot, rep, rep_idx)
+    if want_linear:
+        for t in range(T):
+            for k in range(K):
+                nodes[t, k] = alpha[t, k] * beta[t, k]
+        for t in range(T - 1):
+            E = E3[_table(shared, slot, t)]
+            r = rep_idx[t, 0] if slot.shape[0] else -1
+            for k in range(K):
+                a = alpha[t, k]
+                Ek = rep[t, 0] if k == r else E[k]
+                for l in range(K):
+                    lin_edges[t, k, l] = a * Ek[l] * V[t + 1, l]
+    return logZ
 
 
 @numba.njit(**_NJIT)
@@ -365,12 +502,14 @@ def _clip0(x):
 
 @numba.njit(**_NJIT)
 def _chain_marginals(
-    unary, edges, shared, T, K, log_nodes, log_edges, want_linear, nodes, lin_edges
+    unary, edges, shared, T, K, log_nodes, log_edges, want_linear, nodes, lin_edges, base, truth
 ):
     """log Z, log node/edge marginals and, with ``want_linear``, linear ones too.
 
     On the scaled path the linear marginals are products of the messages
     (α̂_t(k) E(k,l) V_{t+1}(l)), so having both costs no transcendental function.
+    A K × K ``base`` (else shape (0, 0)) says that every position's table in ``edges``
+    is ``base`` but at (``truth[t]``, ``truth[t + 1]``): see :func:`_exp_edges_bonus`.
     """
     P = 1 if shared else max(T - 1, 1)
     mT3 = np.zeros(P)
@@ -378,30 +517,68 @@ def _chain_marginals(
         _edge_maxima(edges, shared, T, K, mT3) <= LOG_SPAN_LIMIT
         and _span(unary, T, K) <= LOG_SPAN_LIMIT
     ):
-        E3 = np.empty((P, K, K))
-        ET3 = np.empty((P, K, K))
-        if shared:
-            _exp_transitions_at(edges[0], K, mT3[0], E3[0], ET3[0])
-        else:
-            _exp_edges(edges, T, K, E3, ET3, mT3)
         u = np.empty((T, K))
         m = np.empty(T)
         alpha = np.empty((T, K))
         beta = np.empty((T, K))
         V = np.empty((T, K))
         c = np.empty(T)
-        logZ = _scaled_forward(unary, E3, mT3, shared, T, K, u, m, alpha, c)
-        _scaled_backward(T, K, u, ET3, shared, c, beta, V)
-        if want_linear:
-            for t in range(T):
-                for k in range(K):
-                    nodes[t, k] = alpha[t, k] * beta[t, k]
-            for t in range(T - 1):
-                E = E3[0] if shared else E3[t]
-                for k in range(K):
-                    a = alpha[t, k]
-                    for l in range(K):
-                        lin_edges[t, k, l] = a * E[k, l] * V[t + 1, l]
+        if not shared and base.shape[0]:
+            E3 = np.empty((P + 1, K, K))
+            ET3 = np.empty((P + 1, K, K))
+            slot = np.empty(P, dtype=np.int64)
+            rep = np.empty((P, 2, K))
+            rep_idx = np.empty((P, 2), dtype=np.int64)
+            _exp_edges_bonus(edges, base, truth, T, K, E3, ET3, mT3, slot, rep, rep_idx)
+            logZ = _scaled_messages(
+                unary,
+                E3,
+                ET3,
+                mT3,
+                shared,
+                T,
+                K,
+                u,
+                m,
+                alpha,
+                c,
+                beta,
+                V,
+                slot,
+                rep,
+                rep_idx,
+                want_linear,
+                nodes,
+                lin_edges,
+            )
+        else:
+            E3 = np.empty((P, K, K))
+            ET3 = np.empty((P, K, K))
+            if shared:
+                _exp_transitions_at(edges[0], K, mT3[0], E3[0], ET3[0])
+            else:
+                _exp_edges(edges, T, K, E3, ET3, mT3)
+            logZ = _scaled_messages(
+                unary,
+                E3,
+                ET3,
+                mT3,
+                shared,
+                T,
+                K,
+                u,
+                m,
+                alpha,
+                c,
+                beta,
+                V,
+                _NO_SLOT,
+                _NO_REP,
+                _NO_REP_IDX,
+                want_linear,
+                nodes,
+                lin_edges,
+            )
         for t in range(T):
             for k in range(K):
                 alpha[t, k] = math.log(alpha[t, k])
@@ -458,6 +635,8 @@ def chain_log_marginals(unary, edges, shared, T, K, log_nodes, log_edges):
         False,
         np.empty((1, 1)),
         np.empty((1, 1, 1)),
+        _NO_BASE,
+        _NO_TRUTH,
     )
 
 
@@ -502,8 +681,24 @@ def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum, work=None):
         _zero(S)
         _exp_transitions_at(trans, K, mT, E, ET)
         mT3[0] = mT
-        logZ = _scaled_forward(unary, E.reshape((1, K, K)), mT3, True, T, K, u, m, nodes, c)
-        _scaled_backward(T, K, u, ET.reshape((1, K, K)), True, c, beta, V)
+        logZ = _scaled_forward(
+            unary,
+            E.reshape((1, K, K)),
+            mT3,
+            True,
+            T,
+            K,
+            u,
+            m,
+            nodes,
+            c,
+            _NO_SLOT,
+            _NO_REP,
+            _NO_REP_IDX,
+        )
+        _scaled_backward(
+            T, K, u, ET.reshape((1, K, K)), True, c, beta, V, _NO_SLOT, _NO_REP, _NO_REP_IDX
+        )
         _accumulate_outer(nodes, V, T, K, S)
         for t in range(T):
             for k in range(K):
@@ -540,7 +735,21 @@ def chain_log_partition(unary, edges, shared, T, K, work=None):
             alpha = np.empty((T, K)) if work is None else work.alpha[:T]
             _exp_transitions_at(edges[0], K, mT, E, ET)
             mT3[0] = mT
-            return _scaled_forward(unary, E.reshape((1, K, K)), mT3, True, T, K, u, m, alpha, c)
+            return _scaled_forward(
+                unary,
+                E.reshape((1, K, K)),
+                mT3,
+                True,
+                T,
+                K,
+                u,
+                m,
+                alpha,
+                c,
+                _NO_SLOT,
+                _NO_REP,
+                _NO_REP_IDX,
+            )
     la = np.empty((T, K))
     logc = np.empty(T)
     return _log_forward(unary, edges, shared, T, K, la, logc)
@@ -612,7 +821,18 @@ def oracle_marginals(data, counters, i, w, log_nodes, log_edges, nodes, edges):
     T = unary_scores(data, i, w, unary)
     trans = transition_matrix(data, w)
     logZ = _chain_marginals(
-        unary, trans.reshape((1, K, K)), True, T, K, log_nodes, log_edges, True, nodes, edges
+        unary,
+        trans.reshape((1, K, K)),
+        True,
+        T,
+        K,
+        log_nodes,
+        log_edges,
+        True,
+        nodes,
+        edges,
+        _NO_BASE,
+        _NO_TRUTH,
     )
     return logZ, logZ - truth_score(data, i, unary, trans)
 
@@ -692,9 +912,80 @@ def oracle_scores_marginals(
     if T == 1:
         one = np.zeros((1, K, K))
         return _chain_marginals(
-            unary, one, True, T, K, log_nodes, log_edges, True, nodes, lin_edges
+            unary,
+            one,
+            True,
+            T,
+            K,
+            log_nodes,
+            log_edges,
+            True,
+            nodes,
+            lin_edges,
+            _NO_BASE,
+            _NO_TRUTH,
         )
-    return _chain_marginals(unary, edges, False, T, K, log_nodes, log_edges, True, nodes, lin_edges)
+    return _chain_marginals(
+        unary, edges, False, T, K, log_nodes, log_edges, True, nodes, lin_edges, _NO_BASE, _NO_TRUTH
+    )
+
+
+@numba.njit(**_NJIT)
+def oracle_scores_bonus(
+    data, counters, i, unary, trans, bonus, edges, log_nodes, log_edges, nodes, lin_edges, linear
+):
+    """Counted oracle on unary scores and edge tables θ_t = ``trans`` + ``bonus`` at the
+    ground-truth pair (y_t, y_{t+1}): the form of OEG's trial scores (§3.8), whose edge
+    part is one K × K table plus ρ_i·c on the truth.
+
+    Writes θ_t into ``edges[:T-1]`` (``trans[y_t, y_{t+1}] + bonus`` at the pair) and
+    returns log Z; the log-marginals go into ``log_nodes``/``log_edges`` and, with
+    ``linear``, the linear ones into ``nodes``/``lin_edges``. Bit for bit
+    :func:`oracle_scores` (``linear``: :func:`oracle_scores_marginals`) on the tables it
+    writes, but ``trans`` is exponentiated once instead of once per position
+    (:func:`_exp_edges_bonus`).
+    """
+    counters[ORACLE_CALLS] += 1
+    data.audit[0] += 1
+    s = data.offsets[i]
+    T = data.offsets[i + 1] - s
+    K = data.n_labels
+    y = data.y
+    for t in range(T - 1):
+        edges[t] = trans
+        k = y[s + t]
+        l = y[s + t + 1]
+        edges[t, k, l] = trans[k, l] + bonus
+    if T == 1:
+        one = np.zeros((1, K, K))
+        return _chain_marginals(
+            unary,
+            one,
+            True,
+            T,
+            K,
+            log_nodes,
+            log_edges,
+            linear,
+            nodes,
+            lin_edges,
+            _NO_BASE,
+            _NO_TRUTH,
+        )
+    return _chain_marginals(
+        unary,
+        edges[: T - 1],
+        False,
+        T,
+        K,
+        log_nodes,
+        log_edges,
+        linear,
+        nodes,
+        lin_edges,
+        trans,
+        y[s : s + T],
+    )
 
 
 @numba.njit(**_NJIT)
@@ -1107,8 +1398,10 @@ def _batch_chunks(data, U, trans, bounds, nodes, G_parts, S_parts, edge_parts, l
             al = al_c[s:e]
             Vs = V_c[s:e]
             if scaled_ok and _span(th, T, K) <= LOG_SPAN_LIMIT:
-                z = _scaled_forward(th, E3, mT3, True, T, K, u, m, al, c)
-                _scaled_backward(T, K, u, ET3, True, c, beta, Vs)
+                z = _scaled_forward(
+                    th, E3, mT3, True, T, K, u, m, al, c, _NO_SLOT, _NO_REP, _NO_REP_IDX
+                )
+                _scaled_backward(T, K, u, ET3, True, c, beta, Vs, _NO_SLOT, _NO_REP, _NO_REP_IDX)
                 nd = nd_c[s:e]
                 for t in range(T):
                     for k in range(K):

@@ -225,6 +225,23 @@ def oracle_scores_marginals(
     return log_z
 
 
+def oracle_scores_bonus(
+    data, counters, i, unary, trans, bonus, edges, log_nodes, log_edges, nodes, lin_edges, linear
+):
+    s = int(data.offsets[i])
+    T = int(data.offsets[i + 1]) - s
+    if T > 1:
+        y = data.y[s : s + T]
+        edges[: T - 1] = trans
+        edges[np.arange(T - 1), y[:-1], y[1:]] = trans[y[:-1], y[1:]] + bonus
+    tables = edges[: max(T - 1, 0)]
+    if linear:
+        return oracle_scores_marginals(
+            data, counters, i, unary, tables, log_nodes, log_edges, nodes, lin_edges
+        )
+    return oracle_scores(data, counters, i, unary, tables, log_nodes, log_edges)
+
+
 def forward_scores(data, counters, i, unary, trans, work=None):
     counters[FORWARD_CALLS] += 1
     data.audit[0] += 1
