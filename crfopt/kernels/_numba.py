@@ -270,7 +270,7 @@ def _exp_edges_bonus(edges, base, truth, T, K, E, ET, mT, slot, rep, rep_idx):
                 ET[own, l, k] = E[own, k, l]
 
 
-@numba.njit(inline="always")
+@numba.njit(**_NJIT, inline="always")
 def _table(shared, slot, t):
     """Index into E3/ET3 of position t's edge table (see :func:`_scaled_forward`)."""
     if shared:
