@@ -398,6 +398,59 @@ def test_transition_span_is_exact_for_every_label_count(K):
 
 
 @needs_jit
+@pytest.mark.parametrize("K", [1, 2, 3, 5, 26])
+def test_bonus_edge_maxima_are_the_per_table_scans_to_the_bit(K):
+    """OEG's trial tables (base, plus a bonus on each position's truth pair) take their
+    maxima and span from one scan of base where that is exact; the result must be the
+    T - 1 scans' to the bit (zero signs included), in every case the shortcut declines:
+    truth entries at base's minimum or maximum (unique and tied), a bonus that lands on
+    base's maximum, negative and NaN bonuses, signed-zero extrema, NaN and inf in base."""
+    from crfopt.kernels import _numba as NB
+
+    rng = np.random.default_rng(100 + K)
+    T = 12
+
+    def bits(x):
+        return np.asarray(x, dtype=np.float64).reshape(-1).view(np.int64)
+
+    cases = 0
+    for trial in range(60):
+        base = rng.normal(size=(K, K)).round(1)  # rounded: ties are common
+        truth = rng.integers(K, size=T)
+        kind = trial % 10
+        if kind == 1:  # truth entries at base's minimum
+            base[truth[0], truth[1]] = base.min() - 1.0
+        elif kind == 2:  # ... and at its maximum
+            base[truth[2], truth[3]] = base.max() + 1.0
+        elif kind == 3:  # signed-zero extrema
+            base = np.where(rng.random((K, K)) < 0.5, -0.0, 0.0) - np.abs(base) * (K > 1)
+            base[truth[4], truth[5]] = 0.0
+            base.flat[0] = -0.0
+        elif kind == 4 and K > 1:
+            base[rng.integers(K), rng.integers(K)] = np.nan
+        elif kind == 5:
+            base[truth[6], truth[7]] = np.inf
+        elif kind == 6:
+            base.flat[rng.integers(K * K)] = -np.inf
+        with np.errstate(invalid="ignore"):  # inf - inf: a NaN bonus, covered anyway
+            to_max = base.max() - base[truth[0], truth[1]]  # e lands on max base
+        for bonus in (0.0, 0.1, 3.0, -0.2, np.nan, to_max):
+            edges = np.repeat(base[None], T - 1, axis=0)
+            with np.errstate(invalid="ignore"):  # inf + -inf: a NaN truth entry
+                for t in range(T - 1):
+                    edges[t, truth[t], truth[t + 1]] = base[truth[t], truth[t + 1]] + bonus
+            want = np.zeros(T - 1)
+            span_want = NB._edge_maxima(edges, False, T, K, want)
+            got = np.zeros(T - 1)
+            span_got, mb = NB._bonus_edge_maxima(edges, base, truth, T, K, got)
+            assert np.array_equal(bits(got), bits(want)), (trial, bonus)
+            assert bits(span_got) == bits(span_want), (trial, bonus)
+            assert bits(mb) == bits(NB._trans_span(base, K)[0])
+            cases += 1
+    assert cases == 360
+
+
+@needs_jit
 @pytest.mark.parametrize("K", [1, 2, 3, 4, 5, 7, 9, 26, 49])
 def test_local_sums_agree_to_the_last_bit_for_every_label_count(K):
     """‖d‖² and ⟨w, d⟩ of a direction run in four running sums (columns k mod 4): both

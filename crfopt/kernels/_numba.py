@@ -146,7 +146,14 @@ def _span(unary, T, K):
 
 @numba.njit(**_NJIT)
 def _trans_span(trans, K):
-    """(max, max - min) of a K × K table.
+    """(max, max - min) of a K × K table (:func:`_trans_extrema`)."""
+    mx, mn = _trans_extrema(trans, K)
+    return mx, mx - mn
+
+
+@numba.njit(**_NJIT)
+def _trans_extrema(trans, K):
+    """(max, min) of a K × K table.
 
     Four running extrema instead of one: a single max/min chain is a loop-carried
     dependency that LLVM will not vectorize without ``nnan``, and every oracle call pays
@@ -179,7 +186,7 @@ def _trans_span(trans, K):
             l += 1
     mx = max(max(mx0, mx1), max(mx2, mx3))
     mn = min(min(mn0, mn1), min(mn2, mn3))
-    return mx, mx - mn
+    return mx, mn
 
 
 @numba.njit(**_FAST)
@@ -219,11 +226,11 @@ def _exp_edges(edges, T, K, E, ET, mT):
 
 
 @numba.njit(**_FAST)
-def _exp_edges_bonus(edges, base, truth, T, K, E, ET, mT, slot, rep, rep_idx):
+def _exp_edges_bonus(edges, base, mB, truth, T, K, E, ET, mT, slot, rep, rep_idx):
     """:func:`_exp_edges` for tables equal to ``base`` but at the truth pair
     (``truth[t]``, ``truth[t + 1]``) of each position (:func:`oracle_scores_bonus`).
 
-    exp(base - max base) and its transpose go into E[0], ET[0], once: they serve every
+    exp(base - mB) (mB = max base) and its transpose go into E[0], ET[0], once: they serve every
     position whose maximum is base's (``slot[t] = 0``), with the one row that holds the
     truth entry replaced (``rep[t]``, ``rep_idx[t]``: the row of E and of ET), and only
     that entry exponentiated. A position whose truth entry is its maximum gets its own
@@ -231,7 +238,6 @@ def _exp_edges_bonus(edges, base, truth, T, K, E, ET, mT, slot, rep, rep_idx):
     same difference, exponentiated by the same arithmetic (``exp_scalar`` where
     ``vexp`` takes it, libm where ``vexp`` does).
     """
-    mB, _ = _trans_span(base, K)
     shares = 0
     for t in range(T - 1):
         shares += 1 if mT[t] == mB else 0
@@ -474,6 +480,37 @@ def _edge_maxima(edges, shared, T, K, mT):
 
 
 @numba.njit(**_NJIT)
+def _bonus_edge_maxima(edges, base, truth, T, K, mT):
+    """(:func:`_edge_maxima`, max base) for tables equal to ``base`` but at the truth pair
+    (:func:`_exp_edges_bonus`): one scan of ``base`` instead of T - 1 scans of K².
+
+    Where a position's truth entry e is at least base's v there, and v is above
+    min base, the table's min is min base; its max is e if e > max base, else max base
+    unless e equals it (then the two scans could keep zeros of different sign). Such a
+    position takes both from base's scan: the same values, bit for bit, since entries
+    that cannot be an extremum do not change which entry each of the scan's lanes keeps.
+    Any other position (a negative or NaN bonus, a truth entry at base's minimum or
+    equal to its maximum) is scanned as :func:`_edge_maxima` does.
+    """
+    mB, nB = _trans_extrema(base, K)
+    span = 0.0
+    for t in range(T - 1):
+        k = truth[t]
+        l = truth[t + 1]
+        v = base[k, l]
+        e = edges[t, k, l]
+        if e >= v and v > nB and e != mB:  # False with any NaN
+            mx = e if e > mB else mB
+            s = mx - nB
+        else:
+            mx, s = _trans_span(edges[t], K)
+        mT[t] = mx
+        if s > span:
+            span = s
+    return span, mB
+
+
+@numba.njit(**_NJIT)
 def _clip0(x):
     return x if x < 0.0 else 0.0
 
@@ -491,23 +528,25 @@ def _chain_marginals(
     """
     P = 1 if shared else max(T - 1, 1)
     mT3 = np.zeros(P)
-    if (
-        _edge_maxima(edges, shared, T, K, mT3) <= LOG_SPAN_LIMIT
-        and _span(unary, T, K) <= LOG_SPAN_LIMIT
-    ):
+    bonus = not shared and base.shape[0] > 0
+    if bonus:
+        edge_span, mB = _bonus_edge_maxima(edges, base, truth, T, K, mT3)
+    else:
+        edge_span, mB = _edge_maxima(edges, shared, T, K, mT3), 0.0
+    if edge_span <= LOG_SPAN_LIMIT and _span(unary, T, K) <= LOG_SPAN_LIMIT:
         u = np.empty((T, K))
         m = np.empty(T)
         alpha = np.empty((T, K))
         beta = np.empty((T, K))
         V = np.empty((T, K))
         c = np.empty(T)
-        if not shared and base.shape[0]:
+        if bonus:
             E3 = np.empty((P + 1, K, K))
             ET3 = np.empty((P + 1, K, K))
             slot = np.empty(P, dtype=np.int64)
             rep = np.empty((P, 2, K))
             rep_idx = np.empty((P, 2), dtype=np.int64)
-            _exp_edges_bonus(edges, base, truth, T, K, E3, ET3, mT3, slot, rep, rep_idx)
+            _exp_edges_bonus(edges, base, mB, truth, T, K, E3, ET3, mT3, slot, rep, rep_idx)
             logZ = _scaled_forward(unary, E3, mT3, shared, T, K, u, m, alpha, c, slot, rep, rep_idx)
             _scaled_backward(T, K, u, ET3, shared, c, beta, V, slot, rep, rep_idx)
             if want_linear:
