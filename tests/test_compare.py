@@ -256,6 +256,31 @@ def test_backends_give_identical_tables(tmp_path, plugin_dir):
     assert set(tables["joblib"]["threads"]) == {1}  # parallel workers: one thread each
 
 
+def _quiet_state(dask_worker) -> dict:
+    return {
+        "profiler": "profile" in dask_worker.periodic_callbacks,
+        "tick_s": dask_worker._tick_interval,
+    }
+
+
+def test_a_grids_local_cluster_runs_without_dashboard_feeds():
+    """The grid's own LocalCluster has no dashboard: its workers start without the
+    statistical profiler and with a slow event-loop tick, and the caller's Dask
+    configuration is as it was (Dask's defaults differ, so the check can fail)."""
+    import dask
+    from distributed import Client
+
+    from crfopt.bench.backends import QUIET_CLUSTER, local_cluster
+
+    before = {k: dask.config.get(k) for k in QUIET_CLUSTER}
+    assert before["distributed.worker.profile.enabled"] is True  # Dask's default
+    with local_cluster(1) as cluster, Client(cluster) as client:
+        (state,) = client.run(_quiet_state).values()
+        assert state == {"profiler": False, "tick_s": 1.0}
+        assert cluster.scheduler._tick_interval == 1.0
+    assert {k: dask.config.get(k) for k in QUIET_CLUSTER} == before
+
+
 def test_sigkill_mid_grid_then_resume(tmp_path, plugin_dir):
     """Kill the whole comparison with SIGKILL after the first run is written; rerun."""
     out = tmp_path / "killed"
