@@ -37,7 +37,8 @@ Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, docs/algori
 ``nodes, lin_edges, linear) -> log_z``
     either of the two on edge tables θ_t = ``trans`` + ``bonus`` at the ground-truth pair
     (y_t, y_{t+1}), which it writes into ``edges[:T-1]``; bit for bit the same, with
-    ``trans`` exponentiated once per call instead of once per position (OEG's trials).
+    ``trans`` scanned for its extremes and exponentiated once per call instead of once
+    per position (OEG's trials).
 ``forward_scores(data, counters, i, unary, trans) -> log_z``
     forward only, on score tables with shared transitions (SAG's line-search trials).
 

@@ -892,8 +892,8 @@ def oracle_scores_bonus(
     returns log Z; the log-marginals go into ``log_nodes``/``log_edges`` and, with
     ``linear``, the linear ones into ``nodes``/``lin_edges``. Bit for bit
     :func:`oracle_scores` (``linear``: :func:`oracle_scores_marginals`) on the tables it
-    writes, but ``trans`` is exponentiated once instead of once per position
-    (:func:`_exp_edges_bonus`).
+    writes, but ``trans`` is scanned for its extremes and exponentiated once instead of
+    once per position (:func:`_bonus_edge_maxima`, :func:`_exp_edges_bonus`).
     """
     counters[ORACLE_CALLS] += 1
     data.audit[0] += 1
