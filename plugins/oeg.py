@@ -215,13 +215,14 @@ def _current_nodes(mu_n, nodes_cur, s0, T, K):
 
 
 @jit(inline=True)
-def _accept(data, st, wk, i, T, K, keep, e_i, rho_new, h_new):
-    """Make the trial the new dual block μ_i (scores, marginals, sums) and move w by dw."""
+def _accept(data, st, wk, i, T, K, rho_new, h_new):
+    """Make the trial the new dual block μ_i (scores, marginals, sums) and move w by dw;
+    the trial's edge part off the truth, wk.t_base, becomes M_i."""
     s0 = data.offsets[i]
     es = s0 - i
     kernels.add_local(data, i, st.w, 1.0, wk.E_loc, wk.d_trans)
     theta_n, mu_n, mu_e, M, P = st.theta_n, st.mu_n, st.mu_e, st.M, st.P
-    t_n, ln, le, W_T, P_new = wk.t_n, wk.ln, wk.le, wk.W_T, wk.P_new
+    t_n, ln, le, t_base, P_new = wk.t_n, wk.ln, wk.le, wk.t_base, wk.P_new
     for t in range(T):
         for k in range(K):
             theta_n[s0 + t, k] = t_n[t, k]
@@ -233,7 +234,7 @@ def _accept(data, st, wk, i, T, K, keep, e_i, rho_new, h_new):
     st.rho[i] = rho_new
     for k in range(K):
         for l in range(K):
-            M[i, k, l] = keep * M[i, k, l] + e_i * W_T[k, l]
+            M[i, k, l] = t_base[k, l]
             P[i, k, l] = P_new[k, l]
     st.H[i] = h_new
 
@@ -269,7 +270,7 @@ def _oeg_block(data, counters, st, first, later, u_rand, k_iters, opts, wk):
             h_new = _trial_entropy(data, counters, wk, i, T, K, opts.linear, rho_new * opts.c_init)
             gain = _trial_gain(data, st, opts.lam_n, wk, i, T, K, h_new, opts.linear)
             if gain >= 0.0:  # ties accepted: an optimal block stops burning oracle calls
-                _accept(data, st, wk, i, T, K, keep, e_i, rho_new, h_new)
+                _accept(data, st, wk, i, T, K, rho_new, h_new)
                 st.eta[i] = e_i * opts.grow
                 counters[kernels.UPDATES] += 1
                 break
