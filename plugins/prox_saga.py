@@ -284,13 +284,7 @@ class ProxSAGA(crfopt.Optimizer):
                 )
         kd = p.data
         K, n = p.n_labels, p.n
-        U = np.zeros((p.n_tokens, K))
-        U[np.arange(p.n_tokens), kd.y] = 1.0  # ground truth: every stored gradient is 0
-        P = np.zeros((n, K, K))
-        truth = np.zeros((K, K))
-        for i in range(n):
-            kernels.truth_transitions(kd, i, truth)
-            P[i] = truth
+        U, P = pieces.truth_memory(kd)  # every stored gradient starts at exactly 0
         A = p.n_kernel_attributes
         self._state = ProxState(
             x=np.zeros(p.dim),

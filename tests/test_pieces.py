@@ -183,6 +183,24 @@ def test_max_support_counts_distinct_attributes(problem):
     assert pieces.max_support(kd) == max(counts)
 
 
+def test_truth_memory_is_each_sequences_one_hot_labels_and_transition_counts():
+    problem = crfopt.make_synthetic(n=60, labels=4, attributes=10, length=2.5, seed=3)
+    kd = problem.data
+    lengths = np.diff(np.asarray(kd.offsets))
+    assert (lengths == 1).any() and (lengths > 3).any()  # none and several transitions
+    U, P = pieces.truth_memory(kd)
+    y = np.asarray(kd.y)
+    K = problem.n_labels
+    assert U.shape == (problem.n_tokens, K) and P.shape == (problem.n, K, K)
+    np.testing.assert_array_equal(U, np.eye(K)[y])
+    for i in range(problem.n):
+        labels = y[kd.offsets[i] : kd.offsets[i + 1]].tolist()
+        expected = np.zeros((K, K))
+        for a, b in zip(labels[:-1], labels[1:], strict=True):
+            expected[a, b] += 1.0
+        np.testing.assert_array_equal(P[i], expected)
+
+
 @pytest.mark.parametrize("dense", [False, True])
 def test_local_curvature_against_the_enumerated_hessian(dense):
     """∇²ℓ_i(w) = Cov_ν F by enumeration of all K^T labelings (independent of the chain

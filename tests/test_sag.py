@@ -40,11 +40,22 @@ def test_reaches_the_optimum(small, p_star, name):
     assert res.trace["suboptimality"].iloc[-1] <= 1e-8 * p_star
 
 
+@pytest.fixture(scope="module")
+def dense_small():
+    return crfopt.make_synthetic(
+        n=30, labels=4, attributes=12, length=5, dense=True, density=0.4, seed=33, lam=0.02
+    )
+
+
+@pytest.mark.parametrize("embeddings", ["sparse", "dense"])
 @pytest.mark.parametrize("name", VARIANTS)
-def test_lazy_updates_equal_eager_updates(small, name):
+def test_lazy_updates_equal_eager_updates(small, dense_small, name, embeddings):
+    """Eager updates on dense embeddings take SAG's one-sweep path, on sparse ones the
+    support-then-vector path: both against the lazy w = s·u."""
+    problem = dense_small if embeddings == "dense" else small
     ws = []
     for lazy in (True, False):
-        p = small.with_lam(small.lam)
+        p = problem.with_lam(problem.lam)
         spec = crfopt.get_registry().optimizer(name)
         with p.initialization():
             opt = spec.create(p, 5, {"lazy": lazy})
@@ -90,7 +101,9 @@ def _naive_sag(problem, seed, iterations, L0=1.0):
     return w
 
 
-def test_matches_a_naive_dense_implementation(small):
+@pytest.mark.parametrize("embeddings", ["sparse", "dense"])
+def test_matches_a_naive_dense_implementation(small, dense_small, embeddings):
+    small = dense_small if embeddings == "dense" else small
     p = small.with_lam(small.lam)
     spec = crfopt.get_registry().optimizer("sag")
     with p.initialization():

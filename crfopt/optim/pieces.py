@@ -32,6 +32,9 @@ Local curvature (issue 16):
 Chain scratch: ``chain_work(max_len, K)`` gives the :class:`ChainWork` that
     ``kernels.forward_scores``, ``kernels.oracle_sums_scores`` and
     ``lipschitz_backtrack`` accept as ``work``, so that they allocate nothing per call.
+``truth_memory(data)``:
+    the ground truth in SBA15's marginal-memory form (node marginals U, summed pairwise
+    marginals P), the start of SAG's and SAGA's stored gradients.
 ``max_support(data)``:
     the largest number of distinct attributes of one sequence (the row count of the
     scratch tables that hold a local direction).
@@ -77,6 +80,7 @@ __all__ = [
     "renormalize",
     "scaled_scores",
     "sequence_grams",
+    "truth_memory",
 ]
 
 #: fold the scale into u once s drops below this (docs/algorithms.md §5.7): s·u must not underflow
@@ -372,6 +376,27 @@ def lipschitz_backtrack(
     raise FloatingPointError(
         "Lipschitz line search: no sufficient decrease after max_doublings doublings"
     )
+
+
+def truth_memory(data: KernelData) -> tuple[np.ndarray, np.ndarray]:
+    """The ground truth as marginal memory (SBA15 §4.2; docs/algorithms.md §3.4).
+
+    Returns U (N × K), one-hot at each token's label, and P (n × K × K), each sequence's
+    transition counts: the marginals that make every stored gradient E_{U_i,P_i}F −
+    F(x_i, y_i) exactly 0, SAG's zero initialization. P is filled by one scatter over
+    the tokens rather than a call per sequence (OCR: 3 against 24 ms).
+    """
+    K = int(data.n_labels)
+    y = np.asarray(data.y, dtype=np.int64)
+    offsets = np.asarray(data.offsets, dtype=np.int64)
+    n = offsets.shape[0] - 1
+    U = np.zeros((y.shape[0], K))
+    U[np.arange(y.shape[0]), y] = 1.0
+    P = np.zeros((n, K, K))
+    seq = np.repeat(np.arange(n), np.diff(offsets))
+    inside = seq[:-1] == seq[1:]  # token t and t + 1 in one sequence: a transition
+    np.add.at(P, (seq[:-1][inside], y[:-1][inside], y[1:][inside]), 1.0)
+    return U, P
 
 
 def max_support(data: KernelData) -> int:
