@@ -7,6 +7,8 @@ finite differences of ℓ_i, max_support against a direct count.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -196,7 +198,7 @@ def test_truth_memory_is_each_sequences_one_hot_labels_and_transition_counts():
     for i in range(problem.n):
         labels = y[kd.offsets[i] : kd.offsets[i + 1]].tolist()
         expected = np.zeros((K, K))
-        for a, b in zip(labels[:-1], labels[1:], strict=True):
+        for a, b in itertools.pairwise(labels):
             expected[a, b] += 1.0
         np.testing.assert_array_equal(P[i], expected)
 

@@ -50,8 +50,9 @@ def dense_small():
 @pytest.mark.parametrize("embeddings", ["sparse", "dense"])
 @pytest.mark.parametrize("name", VARIANTS)
 def test_lazy_updates_equal_eager_updates(small, dense_small, name, embeddings):
-    """Eager updates on dense embeddings take SAG's one-sweep path, on sparse ones the
-    support-then-vector path: both against the lazy w = s·u."""
+    """On dense embeddings the eager SAG step is one sweep over d and w, on sparse ones a
+    sweep of the support then one of w (and SAGA's step its own): each against the lazy
+    w = s·u."""
     problem = dense_small if embeddings == "dense" else small
     ws = []
     for lazy in (True, False):
@@ -103,14 +104,14 @@ def _naive_sag(problem, seed, iterations, L0=1.0):
 
 @pytest.mark.parametrize("embeddings", ["sparse", "dense"])
 def test_matches_a_naive_dense_implementation(small, dense_small, embeddings):
-    small = dense_small if embeddings == "dense" else small
-    p = small.with_lam(small.lam)
+    problem = dense_small if embeddings == "dense" else small
+    p = problem.with_lam(problem.lam)
     spec = crfopt.get_registry().optimizer("sag")
     with p.initialization():
         opt = spec.create(p, 9)
     k = 3 * p.n
     opt.run_block(k)
-    q = small.with_lam(small.lam)
+    q = problem.with_lam(problem.lam)
     w_naive = _naive_sag(q, 9, k)
     np.testing.assert_allclose(opt.w, w_naive, rtol=1e-9, atol=1e-11)
     assert p.counters.snapshot().forward_calls == q.counters.snapshot().forward_calls
