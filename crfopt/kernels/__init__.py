@@ -60,6 +60,12 @@ functionals ``chain_entropy`` / ``chain_kl`` of given log-marginals (§1.3, §5.
 ``chain_kl_linlog(p_nodes, p_edges, lp_nodes, lp_edges, lq_nodes, lq_edges, T, K)``
 for loops that already hold linear and log marginals (no exp/log evaluated).
 
+Cache hints, in :mod:`crfopt.kernels.prefetch` beside the vector log/exp of
+:mod:`crfopt.kernels.vmath` (no effect on any value; no-ops without the JIT):
+``prefetch_read(a, lo, n)`` / ``prefetch_write(a, lo, n)`` ask for the cache lines of
+the flat entries ``a.reshape(-1)[lo:lo+n]`` ahead of a loop that will read or update
+them, for arrays larger than the caches read in an order the hardware cannot guess.
+
 A direction on sequence ``i`` is a pair (``E_loc`` of shape |S_i|×K on the sequence's
 distinct attributes ``data.support[lo:hi]`` with ``lo, hi = support_bounds(data, i)``,
 ``trans_dir`` K×K); for dense problems S_i is every attribute.
