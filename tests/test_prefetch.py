@@ -19,21 +19,19 @@ import pytest
 from crfopt.kernels.jit import JIT_ENABLED
 from crfopt.kernels.prefetch import prefetch_read, prefetch_write
 
+
+def _hint_spans_py(a, idx, lo, n):
+    prefetch_read(a, lo, n)
+    prefetch_write(idx, lo, n)
+    return a[0] + idx[0]
+
+
 if JIT_ENABLED:
     import numba
 
-    @numba.njit
-    def _hint_spans(a, idx, lo, n):
-        prefetch_read(a, lo, n)
-        prefetch_write(idx, lo, n)
-        return a[0] + idx[0]
-
+    _hint_spans = numba.njit(_hint_spans_py)
 else:
-
-    def _hint_spans(a, idx, lo, n):
-        prefetch_read(a, lo, n)
-        prefetch_write(idx, lo, n)
-        return a[0] + idx[0]
+    _hint_spans = _hint_spans_py
 
 
 @pytest.mark.skipif(not JIT_ENABLED, reason="the hints exist only in compiled code")
