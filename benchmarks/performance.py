@@ -3,6 +3,7 @@
     pip install -e ".[test,bench]"
     python benchmarks/performance.py                 # everything (see the runtime below)
     python benchmarks/performance.py --only P2 P3 --problems ocr
+    python benchmarks/performance.py --render        # the report again, nothing measured
 
 Every figure is a ratio against a baseline measured in the same run, on the same
 machine, one thread each unless said otherwise. Sections (``--only``):
@@ -30,13 +31,16 @@ machine, one thread each unless said otherwise. Sections (``--only``):
 * startup  ``crfopt --help`` / ``crfopt list`` and the first ``compare`` cold and warm:
            benchmarks/bench_startup.py's measurements, called.
 
-Runtime on a quiet 2-core machine, estimated from the single figures measured so far
-(pass and epoch times, CRFsuite's training; the loaded development machine gives no
-better): about 2 hours in all. epochs ~20 min (fresh processes, the 'before' tree's
-kernels compiled once; ``--keep DIR`` saves that on reruns), threads ~2 min, P1 ~3 min,
-P2 ~1 min, P3 ~75 min (POS-EWT most of it) plus, the first time only, CRFsuite's own
-training (~40 s OCR, ~350 s CoNLL-2000, ~125 s NER-nl, longer on POS-EWT), P4 ~5 min,
-P5 ~2 min, startup ~5 min (the cold ``compare`` compiles every kernel it runs).
+Runtime: 55 minutes in all for the run behind reports/performance.md (2026-11-28, 2-core
+Xeon, quiet, ``--rounds 5 --retrain-crfsuite``): epochs 5.5 min (the 'before' tree's
+kernels compiled once; ``--keep DIR`` saves that on reruns), threads 10 s, P1 2.3 min
+(CRFsuite run to convergence without the bias block), P2 20 s, P3 42 min (CRFsuite
+trained on the four problems, 12 min of it; POS-EWT the longest), P4 1 min, P5 2 min,
+startup 2 min (the cold ``compare`` compiles every kernel it runs).
+
+``--render`` rewrites the report from the last run's raw figures
+(.benchmarks/performance.json) without measuring anything: after editing
+reports/performance_notes.md, the reading appended to the report.
 """
 
 from __future__ import annotations
@@ -61,6 +65,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+# the raw figures of the last run; they stay out of the repository (.benchmarks/ is ignored)
+RESULTS = ROOT / ".benchmarks" / "performance.json"
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 os.environ.setdefault("CRFOPT_DATA", str(ROOT.parent / "shared" / "datasets"))
@@ -1004,7 +1010,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="P3: train CRFsuite again instead of reusing its cached objective and seconds",
     )
+    ap.add_argument(
+        "--render",
+        action="store_true",
+        help="measure nothing: rewrite the report from the last run "
+        "(.benchmarks/performance.json) and reports/performance_notes.md",
+    )
     args = ap.parse_args(argv)
+    if args.render and args.only:
+        ap.error("--render measures nothing; it cannot be combined with --only")
     if args.rounds < 1 or args.passes <= 0 or min(args.threads) < 1:
         ap.error("--rounds, --passes and --threads must be positive")
     return args
@@ -1012,13 +1026,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.render:
+        if not RESULTS.exists():
+            sys.exit(f"--render: no earlier run to render: {RESULTS} is missing")
+        write_report(json.loads(RESULTS.read_text()), Path(args.out))
+        print(f"rendered {args.out} from {RESULTS}")
+        return 0
     import numba
 
     if {"P1", "P3"} & set(args.only or SECTIONS):
         import pycrfsuite  # noqa: F401  (fail before the first measurement if missing)
 
-    # raw numbers stay out of the repository (.benchmarks/ is ignored)
-    json_path = ROOT / ".benchmarks" / "performance.json"
+    json_path = RESULTS
     json_path.parent.mkdir(exist_ok=True)
     res: dict = {}
     if json_path.exists() and args.only:  # keep the other measurements of an earlier run

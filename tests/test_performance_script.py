@@ -243,6 +243,33 @@ def test_skipped_sections_say_why(perf, tmp_path):
     assert "| P2 |" not in text and "Epochs in full passes" not in text
 
 
+def test_render_rewrites_the_report_from_the_last_run_without_measuring(
+    perf, tmp_path, monkeypatch, capsys
+):
+    res = fake_result("this box")
+    raw = tmp_path / "performance.json"
+    raw.write_text(json.dumps(res))
+    monkeypatch.setattr(perf, "RESULTS", raw)
+    # a measurement would need these; --render must not reach them
+    for section in perf.SECTIONS:
+        monkeypatch.setattr(perf, section.lower(), None)
+    (tmp_path / "performance_notes.md").write_text("Edited notes.\n")
+    out = tmp_path / "performance.md"
+    assert perf.main(["--render", "--out", str(out)]) == 0
+    expected = tmp_path / "expected.md"
+    perf.write_report(res, expected)
+    assert out.read_text(encoding="utf-8") == expected.read_text(encoding="utf-8")
+    assert "Edited notes." in out.read_text(encoding="utf-8")
+    assert json.loads(raw.read_text()) == res  # the raw figures are read, not rewritten
+
+    monkeypatch.setattr(perf, "RESULTS", tmp_path / "missing.json")
+    with pytest.raises(SystemExit, match=r"missing\.json is missing"):
+        perf.main(["--render", "--out", str(out)])
+    with pytest.raises(SystemExit):
+        perf.parse_args(["--render", "--only", "P2"])
+    assert "cannot be combined with --only" in capsys.readouterr().err
+
+
 def test_help_documents_every_option_and_section(perf, capsys):
     with pytest.raises(SystemExit) as exit_:
         perf.parse_args(["--help"])
@@ -261,6 +288,7 @@ def test_help_documents_every_option_and_section(perf, capsys):
         "--threads",
         "--passes",
         "--retrain-crfsuite",
+        "--render",
     ):
         assert option in text
     for section in perf.SECTIONS:
