@@ -33,9 +33,9 @@ machine, one thread each unless said otherwise. Sections (``--only``):
 
 Runtime: 55 minutes in all for the run behind reports/performance.md (2026-11-28, 2-core
 Xeon, quiet, ``--rounds 5 --retrain-crfsuite``): epochs 5.5 min (the 'before' tree's
-kernels compiled once; ``--keep DIR`` saves that on reruns), threads 10 s, P1 2.3 min
+kernels compiled once; ``--keep DIR`` saves that on reruns), threads 8 s, P1 2.3 min
 (CRFsuite run to convergence without the bias block), P2 20 s, P3 42 min (CRFsuite
-trained on the four problems, 12 min of it; POS-EWT the longest), P4 1 min, P5 2 min,
+trained on the four problems, 12 min of it; POS-EWT the longest), P4 1 min, P5 1 min,
 startup 2 min (the cold ``compare`` compiles every kernel it runs).
 
 ``--render`` rewrites the report from the last run's raw figures
@@ -1014,7 +1014,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--render",
         action="store_true",
         help="measure nothing: rewrite the report from the last run "
-        "(.benchmarks/performance.json) and reports/performance_notes.md",
+        "(.benchmarks/performance.json) and the performance_notes.md beside the report",
     )
     args = ap.parse_args(argv)
     if args.render and args.only:
@@ -1037,11 +1037,10 @@ def main(argv: list[str] | None = None) -> int:
     if {"P1", "P3"} & set(args.only or SECTIONS):
         import pycrfsuite  # noqa: F401  (fail before the first measurement if missing)
 
-    json_path = RESULTS
-    json_path.parent.mkdir(exist_ok=True)
+    RESULTS.parent.mkdir(exist_ok=True)
     res: dict = {}
-    if json_path.exists() and args.only:  # keep the other measurements of an earlier run
-        res = json.loads(json_path.read_text())
+    if RESULTS.exists() and args.only:  # keep the other measurements of an earlier run
+        res = json.loads(RESULTS.read_text())
     res.update(
         {
             "date": _now(),
@@ -1064,7 +1063,7 @@ def main(argv: list[str] | None = None) -> int:
         if "skipped" in res[key]:
             print(f"{key} skipped: {res[key]['skipped']}", flush=True)
         print(json.dumps(res[key], indent=2), f"\n({res[key]['elapsed_s']:.0f} s)", flush=True)
-        json_path.write_text(json.dumps(res, indent=2))
+        RESULTS.write_text(json.dumps(res, indent=2))
         write_report(res, Path(args.out))
     return 0
 
