@@ -16,22 +16,16 @@ import re
 import numpy as np
 import pytest
 
+from crfopt import jit
 from crfopt.kernels.jit import JIT_ENABLED
 from crfopt.kernels.prefetch import prefetch_read, prefetch_write
 
 
-def _hint_spans_py(a, idx, lo, n):
+@jit(cache=False)
+def _hint_spans(a, idx, lo, n):
     prefetch_read(a, lo, n)
     prefetch_write(idx, lo, n)
     return a[0] + idx[0]
-
-
-if JIT_ENABLED:
-    import numba
-
-    _hint_spans = numba.njit(_hint_spans_py)
-else:
-    _hint_spans = _hint_spans_py
 
 
 @pytest.mark.skipif(not JIT_ENABLED, reason="the hints exist only in compiled code")
