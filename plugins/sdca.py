@@ -579,14 +579,15 @@ def _load_tables(src_n, src_e, s, es, T, K, lmn, mn, lme, me):
     """
     TK = T * K
     KK = K * K
-    flat_n = src_n.reshape(-1)
-    flat_e = src_e.reshape(-1)
-    node0 = s * K
-    edge0 = es * KK
+    # the sequence's rows as flat slices: an index node0 + j, with node0 read from memory
+    # and of unknown sign, would take numba's negative-index wrap-around per entry
+    n_e = (T - 1) * KK
+    flat_n = src_n.reshape(-1)[s * K : s * K + TK]
+    flat_e = src_e.reshape(-1)[es * KK : es * KK + n_e]
     for j in range(TK):
-        lmn[j] = np.float64(flat_n[node0 + j])
-    for j in range((T - 1) * KK):
-        lme[j] = np.float64(flat_e[edge0 + j])
+        lmn[j] = np.float64(flat_n[j])
+    for j in range(n_e):
+        lme[j] = np.float64(flat_e[j])
     vexp(lmn, mn, TK)
     vexp(lme, me, (T - 1) * KK)
 
@@ -791,23 +792,25 @@ def _commit_fused(gamma, T, K, mn, dn, me, de, xn, lxn, rows, mu_n, mu_e, s, es)
         bad += 0 if x > _TINY else 1
     if bad:
         return 0.0, bad
-    dst_n = mu_n.reshape(-1)  # flat views: the stores run in the same long loops
-    dst_e = mu_e.reshape(-1)
-    node0 = s * K
+    # flat slices of the sequence's rows, so that the stores run in the same long loops
+    # with indices from 0 (an offset read from memory would take numba's negative-index
+    # wrap-around per entry: 1.25 against 1.05 ns an edge entry)
+    n_e = (T - 1) * KK
+    dst_n = mu_n.reshape(-1)[s * K : s * K + TK]
+    dst_e = mu_e.reshape(-1)[es * KK : es * KK + n_e]
     for j in range(TK):
         v = lxn[j]
-        dst_n[node0 + j] = v if v < 0.0 else 0.0
+        dst_n[j] = v if v < 0.0 else 0.0
     H = 0.0
     for k in range(K):
         H -= xn[k] * lxn[k]
     _expand_rows(lxn, T, K, rows)
-    edge0 = es * KK
     acc = 0.0
-    for j in range((T - 1) * KK):
+    for j in range(n_e):
         x = me[j] + gamma * de[j]
         lx = log_scalar(x)
         bad += 0 if x > _TINY else 1
-        dst_e[edge0 + j] = lx if lx < 0.0 else 0.0
+        dst_e[j] = lx if lx < 0.0 else 0.0
         acc += x * (lx - rows[j])
     return H - acc, bad
 

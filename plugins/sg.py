@@ -136,20 +136,22 @@ def _sg_update(data, st, wk, i, eta, lam, weight):
     """w ← (1 − ηλ) w − η·weight·∇ℓ_i(w) as s ← (1 − ηλ)s, u ← u − (η·weight/s) ∇ℓ_i on
     x_i's rows (weight = 1 but for sg-nus' importance weight 1/(n p_i); the ℓ2 term is
     exact, not sampled, so it is never weighted)."""
-    u, g_loc, g_trans = st.u, wk.g_loc, wk.g_trans
+    g_loc, g_trans = wk.g_loc, wk.g_trans
+    # 2-D views: flat indices of unknown sign would keep the rows from vectorizing
+    # (pieces._catch_up_rows)
+    U, U_trans = kernels.emission_matrix(data, st.u), kernels.transition_matrix(data, st.u)
     K = data.n_labels
-    t_off = data.n_attributes * K
     support = data.support
     lo, hi = kernels.support_bounds(data, i)
     s_new = st.s[0] * (1.0 - eta * lam)
     coef = eta * weight / s_new
     for j in range(hi - lo):
-        base = support[lo + j] * K
+        a = support[lo + j]
         for k in range(K):
-            u[base + k] -= coef * g_loc[j, k]
+            U[a, k] -= coef * g_loc[j, k]
     for k in range(K):
         for l in range(K):
-            u[t_off + k * K + l] -= coef * g_trans[k, l]
+            U_trans[k, l] -= coef * g_trans[k, l]
     st.s[0] = s_new
     st.C[0] += s_new
 
