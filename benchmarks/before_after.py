@@ -92,12 +92,23 @@ print(json.dumps(out))
 
 
 def _worktree(ref: str, where: Path) -> Path:
-    """A detached worktree of ``ref`` at ``where`` (reused when it is already there)."""
+    """A detached worktree of ``ref`` at ``where`` (reused when it is already there).
+
+    ``ref`` is resolved in this repository first: inside a kept worktree ``HEAD`` or
+    ``HEAD~1`` would name the worktree's own commit, and the comparison would silently
+    run against whatever commit an earlier run left there.
+    """
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", f"{ref}^{{commit}}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     if (where / ".git").exists():
-        subprocess.run(["git", "-C", str(where), "checkout", "-q", "--detach", ref], check=True)
+        subprocess.run(["git", "-C", str(where), "checkout", "-q", "--detach", commit], check=True)
         return where
     subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(where), ref],
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(where), commit],
         check=True,
         capture_output=True,
     )

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import re
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -363,3 +364,37 @@ def test_crfsuite_objective_is_crfopts_and_cached(perf, tmp_path, monkeypatch):
     assert perf.crfsuite_reference(problem, retrain=True)["cached"] is False
     # another λ is another problem: not served from the first one's entry
     assert perf.crfsuite_reference(problem.with_lam(problem.lam * 2))["cached"] is False
+
+
+def test_before_after_resolves_a_relative_ref_in_this_repository(tmp_path):
+    """A kept worktree asked for HEAD gets this repository's HEAD, not its own (which
+    would leave it at the commit of an earlier run)."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    git = ["git", "-C", str(ROOT)]
+    try:
+        head = subprocess.run(
+            [*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        subprocess.run([*git, "rev-parse", "--verify", "HEAD~1"], check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        pytest.skip("needs a history of two commits")
+    spec = importlib.util.spec_from_file_location(
+        "crfopt_before_after_script", ROOT / "benchmarks" / "before_after.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    where = tmp_path / "tree"
+    try:
+        module._worktree("HEAD~1", where)
+        module._worktree("HEAD", where)  # reused: checked out again
+        now = subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "HEAD"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        assert now == head
+    finally:
+        subprocess.run([*git, "worktree", "remove", "--force", str(where)], capture_output=True)
+        subprocess.run([*git, "worktree", "prune"], capture_output=True)
