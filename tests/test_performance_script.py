@@ -17,20 +17,24 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def perf():
-    """benchmarks/performance.py as a module, leaving sys.path as it was (it puts
-    benchmarks/ first, whose conftest.py must not shadow the tests' own)."""
+def _script(filename: str, name: str):
+    """benchmarks/<filename> as a module named ``name``, leaving sys.path as it was
+    (performance.py puts benchmarks/ first, whose conftest.py must not shadow the tests'
+    own)."""
     saved = list(sys.path)
-    spec = importlib.util.spec_from_file_location(
-        "crfopt_performance_script", ROOT / "benchmarks" / "performance.py"
-    )
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / filename)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     finally:
         sys.path[:] = saved
     return module
+
+
+@pytest.fixture(scope="module")
+def perf():
+    """benchmarks/performance.py as a module."""
+    return _script("performance.py", "crfopt_performance_script")
 
 
 def crfsuite_entry(
@@ -379,11 +383,7 @@ def test_before_after_resolves_a_relative_ref_in_this_repository(tmp_path):
         subprocess.run([*git, "rev-parse", "--verify", "HEAD~1"], check=True, capture_output=True)
     except subprocess.CalledProcessError:
         pytest.skip("needs a history of two commits")
-    spec = importlib.util.spec_from_file_location(
-        "crfopt_before_after_script", ROOT / "benchmarks" / "before_after.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script("before_after.py", "crfopt_before_after_script")
     where = tmp_path / "tree"
     try:
         module._worktree("HEAD~1", where)
