@@ -12,7 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+import crfopt
+from crfopt import kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -398,3 +402,40 @@ def test_before_after_resolves_a_relative_ref_in_this_repository(tmp_path):
     finally:
         subprocess.run([*git, "worktree", "remove", "--force", str(where)], capture_output=True)
         subprocess.run([*git, "worktree", "prune"], capture_output=True)
+
+
+def test_sdca_floor_adds_the_sweeps_an_exact_iteration_must_make():
+    """benchmarks/sdca_floor.py: the floor is the oracle sweep, one log per Newton
+    evaluation and per stored step, and one exp per load, with the evaluations the
+    measured epochs really made; its own oracle calls are not charged to the run."""
+    import numba
+
+    floor_script = _script("sdca_floor.py", "crfopt_sdca_floor_script")
+    problem = crfopt.make_synthetic(n=30, labels=4, attributes=12, length=6, seed=5)
+    threads = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        r = floor_script.floor(problem, rounds=2)
+    finally:
+        numba.set_num_threads(threads)
+    # the same run without the sweeps: three full passes, warm-up, two epochs
+    twin = crfopt.make_synthetic(n=30, labels=4, attributes=12, length=6, seed=5)
+    for _ in range(3):
+        twin.value_and_gradient(twin.zeros())
+    opt = crfopt.get_registry().optimizer("sdca-gap").create(twin, 0, {})
+    opt.run_block(50)
+    warm = twin.counters.array.copy()
+    opt.run_block(twin.n)
+    opt.run_block(twin.n)
+    np.testing.assert_array_equal(problem.counters.array, twin.counters.array)
+    made = twin.counters.array - warm
+    assert made[kernels.ITERATIONS] == 2 * twin.n
+    assert r["evals_per_iteration"] == made[kernels.LS_EVALS] / made[kernels.ITERATIONS]
+    assert 1.0 <= r["evals_per_iteration"] <= 50.0
+    assert r["floor_s"] == pytest.approx(
+        r["oracle_s"] + (r["evals_per_iteration"] + 1.0) * r["log_s"] + r["exp_s"]
+    )
+    assert r["floor_both_forms_s"] == pytest.approx(r["floor_s"] - r["exp_s"])
+    row = floor_script.table({"ocr": r})[2]
+    assert f"**{r['floor_s'] / r['full_pass_s']:.2f}**" in row
+    assert row.endswith("≤ 4 |")
