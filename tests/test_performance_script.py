@@ -22,10 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _script(filename: str, name: str):
-    """benchmarks/<filename> as a module named ``name``, leaving sys.path as it was
-    (performance.py puts benchmarks/ first, whose conftest.py must not shadow the tests'
-    own)."""
+    """benchmarks/<filename> as a module named ``name``, loaded with benchmarks/ first on
+    sys.path as when run as a script (its sibling imports), and leaving sys.path as it was
+    (benchmarks/conftest.py must not shadow the tests' own)."""
     saved = list(sys.path)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / filename)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -114,6 +115,20 @@ def fake_result(machine: str) -> dict:
                     },
                 },
             },
+        },
+        "floor": {
+            "problems": {
+                "ocr": {
+                    **{"full_pass_s": 0.05, "epoch_s": 0.4, "evals_per_iteration": 3.0},
+                    **{"oracle_s": 0.075, "log_s": 0.03, "exp_s": 0.03},
+                    **{"floor_s": 0.225, "floor_both_forms_s": 0.195},
+                },
+                "conll2000": {
+                    **{"full_pass_s": 0.2, "epoch_s": 1.2, "evals_per_iteration": 2.0},
+                    **{"oracle_s": 0.2, "log_s": 0.1, "exp_s": 0.1},
+                    **{"floor_s": 0.6, "floor_both_forms_s": 0.5},
+                },
+            }
         },
         "threads": {
             "problems": {
@@ -209,6 +224,15 @@ def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
         row("| `sdca-gap` |", "×") == "| `sdca-gap` | 1.095 → 0.28 (3.91×) | 12.14 → 4.35 (2.79×) |"
     )
     assert "`2fe8d3c`" in text
+    # the floor of an exact-iterate sdca-gap epoch, in full passes: above OCR's target
+    # (4.50 > 4), not above CoNLL-2000's (3.00, the target itself)
+    assert row("| OCR | 0.0500 |") == (
+        "| OCR | 0.0500 | 8.00 | 3.00 | 1.50 | 0.60 | 0.60 | **4.50** | 3.90 | ≤ 4 |"
+    )
+    assert row("| CoNLL-2000 | 0.2000 |").endswith("| **3.00** | 2.50 | ≤ 3 |")
+    assert row("The floor lies above the epoch target on").startswith(
+        "The floor lies above the epoch target on OCR (4.50 > 4): no implementation"
+    )
     # the batch oracle on 2 threads: 1.8× met, 1.5× missed
     assert row("| OCR | 90.0 ms | 50.0 ms |").endswith("1.80× (1.60–1.90) | 0.5 | ≥ 1.7× | met |")
     assert row("| CoNLL-2000 (conll2000-size synthetic) | 1500.0 ms |").endswith("| **missed** |")
@@ -230,7 +254,7 @@ def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
     # the notes beside the report are included, and the raw numbers round-trip
     assert "The notes." in text
     blocks = re.findall(r"### (\S+)\n\n```json\n(.*?)\n```", text, re.S)
-    assert {k for k, _ in blocks} == {"epochs", "threads", "P2", "P3", "startup"}
+    assert {k for k, _ in blocks} == {"epochs", "floor", "threads", "P2", "P3", "startup"}
     assert all(json.loads(body) == res[key] for key, body in blocks)
     # every markdown table row has as many cells as its header
     for block in re.split(r"\n\n", text):
@@ -436,6 +460,7 @@ def test_sdca_floor_adds_the_sweeps_an_exact_iteration_must_make():
         r["oracle_s"] + (r["evals_per_iteration"] + 1.0) * r["log_s"] + r["exp_s"]
     )
     assert r["floor_both_forms_s"] == pytest.approx(r["floor_s"] - r["exp_s"])
-    row = floor_script.table({"ocr": r})[2]
+    row = floor_script.table({"ocr": r}, {"ocr": 4.0}, str.upper)[2]
+    assert row.startswith("| OCR | ")
     assert f"**{r['floor_s'] / r['full_pass_s']:.2f}**" in row
     assert row.endswith("≤ 4 |")
