@@ -1,0 +1,287 @@
+"""How cheap can an epoch of ``sdca-gap`` or ``oeg`` be that keeps its iterates? Measured.
+
+    python benchmarks/epoch_floor.py [--problems ocr,conll2000] [--rounds 5]
+
+Issue 19 asks for ``sdca-gap`` and ``oeg`` epochs of at most 4 (OCR) and 3 (CoNLL-2000)
+full value+gradient passes while every iterate stays what it was. This script measures,
+for each, the work no such epoch can skip (its floor), each part timed alone in a
+compiled loop over every sequence of the problem, one sequence's tables at a time (so
+they stay in cache, as in the real loop), and adds the parts up. Everything else is
+left out, so a real epoch costs more than its floor.
+
+``sdca-gap`` (docs/algorithms.md §3.1–3.2). For each entry of sequence i's node and
+pairwise tables an iteration must compute:
+
+* one oracle call, for ν_i (``kernels.oracle_marginals``);
+* one exp, to bring μ_i back from its stored logs (or, with μ_i stored in linear form,
+  one log for the KLs g_i and r_i: one transcendental either way, unless both forms are
+  stored, which doubles the duals' memory);
+* one log per Newton evaluation: f'(γ) = ⟨δ, log ν - log(μ + γδ)⟩ needs log(μ + γδ) at
+  every evaluated γ, and no evaluation can be skipped without moving γ;
+* one log at the step taken, the log μ_γ stored for the next visit.
+
+The number of Newton evaluations per iteration is the one the measured epochs made (the
+``LS_EVALS`` counter). Left out: reading and writing the stored duals, the KLs, the
+direction, the move of w, the curvature's division.
+
+``oeg`` (docs/algorithms.md §3.8) accepts a trial when the dual does not decrease, and
+once a block has converged rounding decides that test: its iterates stay what they were
+only if every number the test reads is computed bit for bit as before. Each trial must
+compute:
+
+* the oracle on the trial scores (formed, then ``kernels.oracle_scores_bonus``);
+* an exp per pairwise entry, the linear marginals as exp of the log-marginals;
+* ⟨θ', μ'⟩ summed entry by entry in order, since its rounding reaches the test.
+
+The number of trials per iteration is the one the measured epochs made (oracle calls
+per iteration). Left out: w's scores, the exps of μ_i's nodes, the gain's products (Xᵀ
+of the marginal difference, its norms), the summed pairwise marginals, the accept's
+stores.
+
+CPU seconds on one thread, the least over ``--rounds``, in full passes measured in the
+same process. Printed: a Markdown table per optimizer (benchmarks/performance.py's
+``floor`` section shows the same in reports/performance.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+
+import numba
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+import crfopt
+import crfopt_plugins.oeg as oeg_plugin
+from crfopt import jit, kernels
+from crfopt.kernels.counters import ITERATIONS, LS_EVALS, ORACLE_CALLS
+from crfopt.kernels.vmath import vexp, vlog
+
+
+@jit(cache=False)  # a script's module has no importable name for numba's cache
+def _oracle_sweep(data, counters, w, K, max_len):
+    """ν_i for every sequence: the oracle work of one SDCA epoch (n draws, one each)."""
+    ln = np.empty((max_len, K))
+    le = np.empty((max(max_len - 1, 1), K, K))
+    nn = np.empty((max_len, K))
+    ne = np.empty((max(max_len - 1, 1), K, K))
+    n = data.offsets.shape[0] - 1
+    acc = 0.0
+    for i in range(n):
+        acc += kernels.oracle_marginals(data, counters, i, w, ln, le, nn, ne)[0]
+    return acc
+
+
+@jit(cache=False)
+def _trial_oracle_sweep(data, counters, st, wk, c_init, K):
+    """One OEG trial's oracle per sequence, on the trial scores its state gives now."""
+    n = data.offsets.shape[0] - 1
+    acc = 0.0
+    for i in range(n):
+        T = data.offsets[i + 1] - data.offsets[i]
+        kernels.unary_scores(data, i, st.w, wk.s_w)
+        wk.W_T[:, :] = kernels.transition_matrix(data, st.w)
+        e_i = st.eta[i]
+        rho = oeg_plugin._trial_scores(data, st, wk, i, T, K, 1.0 - e_i, e_i)
+        acc += kernels.oracle_scores_bonus(
+            data, counters, i, wk.t_n[:T], wk.t_base, rho * c_init,
+            wk.t_e, wk.ln, wk.le, wk.nodes_new, wk.edges_lin, False,
+        )  # fmt: skip
+    return acc
+
+
+@jit(cache=False)
+def _unary_sweep(data, st, wk):
+    """w's scores per sequence: what :func:`_trial_oracle_sweep` does besides the oracle."""
+    n = data.offsets.shape[0] - 1
+    for i in range(n):
+        kernels.unary_scores(data, i, st.w, wk.s_w)
+        wk.W_T[:, :] = kernels.transition_matrix(data, st.w)
+
+
+@jit(cache=False)
+def _log_sweep(offsets, K, x, out):
+    """One log per node and pairwise entry of every sequence, a sequence at a time."""
+    n = offsets.shape[0] - 1
+    for i in range(n):
+        T = offsets[i + 1] - offsets[i]
+        vlog(x, out, (T - 1) * K * K + T * K)
+
+
+@jit(cache=False)
+def _exp_sweep(offsets, K, x, out, nodes):
+    """One exp per pairwise entry (and per node entry if ``nodes``) of every sequence."""
+    n = offsets.shape[0] - 1
+    for i in range(n):
+        T = offsets[i + 1] - offsets[i]
+        vexp(x, out, (T - 1) * K * K + (T * K if nodes else 0))
+
+
+@jit(cache=False)  # no fastmath: the sum runs in order, as OEG's does
+def _ordered_sum_sweep(offsets, K, a, b):
+    """Σ a_j b_j over every node and pairwise entry of every sequence, entry by entry."""
+    n = offsets.shape[0] - 1
+    acc = 0.0
+    for i in range(n):
+        T = offsets[i + 1] - offsets[i]
+        for j in range((T - 1) * K * K + T * K):
+            acc += a[j] * b[j]
+    return acc
+
+
+def _least(f: Callable[[], object], rounds: int) -> float:
+    best = np.inf
+    for _ in range(rounds):
+        c0 = time.process_time()
+        f()
+        best = min(best, time.process_time() - c0)
+    return float(best)
+
+
+def _epochs(
+    problem: crfopt.CRFProblem, name: str, rounds: int
+) -> tuple[crfopt.Optimizer, float, float, np.ndarray]:
+    """A full pass, then ``name``'s epochs after a warm-up block: (the optimizer, the
+    least full pass and epoch in CPU seconds, the counters the epochs added)."""
+    w = problem.zeros()
+    problem.value_and_gradient(w)
+    full_pass = _least(lambda: problem.value_and_gradient(w), rounds)
+    opt = crfopt.get_registry().optimizer(name).create(problem, 0, {})
+    opt.run_block(50)  # compile and warm up, as benchmarks/before_after.py does
+    before = problem.counters.array.copy()
+    epoch = _least(lambda: opt.run_block(problem.n), rounds)
+    return opt, full_pass, epoch, problem.counters.array - before
+
+
+def _tables(problem: crfopt.CRFProblem, rng: np.random.Generator):
+    """Inputs of the sweeps, sized for the longest sequence: probabilities (vlog's fast
+    path: positive normal numbers), their logs, and other factors."""
+    K = problem.n_labels
+    L = int(problem.data.max_len)
+    size = (L - 1) * K * K + L * K
+    probabilities = rng.random(size) * 0.999 + 1e-12
+    return probabilities, np.log(probabilities), rng.random(size), np.empty(size)
+
+
+def sdca(problem: crfopt.CRFProblem, rounds: int = 5) -> dict[str, float]:
+    """``sdca-gap``: full pass, epoch, Newton evaluations per iteration, the floor's parts
+    and the floor (CPU seconds; the sweeps' oracle calls are counted apart from the
+    problem's)."""
+    K = problem.n_labels
+    data = problem.data
+    max_len = int(data.max_len)
+    opt, full_pass, epoch, made = _epochs(problem, "sdca-gap", rounds)
+    evals = float(made[LS_EVALS] / made[ITERATIONS])
+    probabilities, logs, _, out = _tables(problem, np.random.default_rng(0))
+    counters = np.zeros_like(problem.counters.array)  # the sweep's calls are not the run's
+    w = np.ascontiguousarray(opt.w)
+    oracle = _least(lambda: _oracle_sweep(data, counters, w, K, max_len), rounds + 1)
+    log = _least(lambda: _log_sweep(data.offsets, K, probabilities, out), rounds + 1)
+    exp = _least(lambda: _exp_sweep(data.offsets, K, logs, out, True), rounds + 1)
+    return {
+        "full_pass_s": full_pass,
+        "epoch_s": epoch,
+        "evals_per_iteration": evals,
+        "oracle_s": oracle,
+        "log_s": log,
+        "exp_s": exp,
+        "floor_s": oracle + (evals + 1.0) * log + exp,
+        "floor_both_forms_s": oracle + (evals + 1.0) * log,
+    }
+
+
+def oeg(problem: crfopt.CRFProblem, rounds: int = 5) -> dict[str, float]:
+    """``oeg``: full pass, epoch, trials per iteration, the floor's parts and the floor
+    (CPU seconds; the sweeps' oracle calls are counted apart from the problem's)."""
+    K = problem.n_labels
+    data = problem.data
+    opt, full_pass, epoch, made = _epochs(problem, "oeg", rounds)
+    trials = float(made[ORACLE_CALLS] / made[ITERATIONS])
+    _, logs, factors, out = _tables(problem, np.random.default_rng(0))
+    counters = np.zeros_like(problem.counters.array)
+    st, wk, c_init = opt._state, opt._work, opt._opts.c_init
+    # the trial oracle's sweep forms w's scores too (the trial scores need them): they
+    # are timed apart and taken off
+    both = _least(lambda: _trial_oracle_sweep(data, counters, st, wk, c_init, K), rounds + 1)
+    scores = _least(lambda: _unary_sweep(data, st, wk), rounds + 1)
+    oracle = max(both - scores, 0.0)
+    exp = _least(lambda: _exp_sweep(data.offsets, K, logs, out, False), rounds + 1)
+    ordered = _least(lambda: _ordered_sum_sweep(data.offsets, K, logs, factors), rounds + 1)
+    return {
+        "full_pass_s": full_pass,
+        "epoch_s": epoch,
+        "trials_per_iteration": trials,
+        "oracle_s": oracle,
+        "exp_s": exp,
+        "sum_s": ordered,
+        "floor_s": trials * (oracle + exp + ordered),
+    }
+
+
+MEASURES = {"sdca-gap": sdca, "oeg": oeg}
+OPTIMIZERS = tuple(MEASURES)
+
+#: (column header, key, multiply by the full pass's reciprocal) per optimizer
+COLUMNS = {
+    "sdca-gap": [
+        ("Newton evaluations per iteration", "evals_per_iteration", False),
+        ("oracle sweep", "oracle_s", True),
+        ("log sweep", "log_s", True),
+        ("exp sweep", "exp_s", True),
+    ],
+    "oeg": [
+        ("trials per iteration", "trials_per_iteration", False),
+        ("trial oracle sweep", "oracle_s", True),
+        ("pairwise exp sweep", "exp_s", True),
+        ("ordered ⟨θ', μ'⟩ sweep", "sum_s", True),
+    ],
+}
+
+
+def table(
+    name: str,
+    results: dict[str, dict[str, float]],
+    targets: dict[str, float],
+    label: Callable[[str], str] = str,
+) -> list[str]:
+    """The Markdown table of optimizer ``name``'s figures in full passes, beside its
+    epoch ``targets`` (problems named by ``label``)."""
+    columns = COLUMNS[name]
+    extra = ["floor, μ stored in both forms"] if name == "sdca-gap" else []
+    head = ["full pass (s)", f"`{name}` epoch", *(c[0] for c in columns), "floor", *extra]
+    lines = ["| | " + " | ".join(head) + " | target |", "|---|" + "---|" * (len(head) + 1)]
+    for problem, r in results.items():
+        fp = r["full_pass_s"]
+        cells = [f"{fp:.4f}", f"{r['epoch_s'] / fp:.2f}"]
+        cells += [f"{r[key] / fp if per_pass else r[key]:.2f}" for _, key, per_pass in columns]
+        cells.append(f"**{r['floor_s'] / fp:.2f}**")
+        if extra:
+            cells.append(f"{r['floor_both_forms_s'] / fp:.2f}")
+        goal = targets.get(problem)
+        cells.append("" if goal is None else f"≤ {goal:g}")
+        lines.append(f"| {label(problem)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--problems", default="ocr,conll2000", help="comma-separated")
+    parser.add_argument("--rounds", type=int, default=5, help="repetitions; the least counts")
+    args = parser.parse_args(argv)
+    from performance import EPOCH_TARGETS  # the script's folder is on sys.path
+
+    numba.set_num_threads(1)  # epochs are single-threaded: so is their unit
+    with threadpool_limits(1):
+        for name, measure in MEASURES.items():
+            results = {
+                problem: measure(crfopt.load_problem(problem), args.rounds)
+                for problem in args.problems.split(",")
+            }
+            print("\n".join(table(name, results, EPOCH_TARGETS[name])), end="\n\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
