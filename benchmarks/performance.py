@@ -806,9 +806,10 @@ def _floor_section(r: dict) -> list[str]:
         "the least over rounds).",
         "",
         "`sdca-gap`: the oracle sweep (ν_i), one log per entry for each Newton evaluation "
-        "(as many as the measured epochs made) and for the stored step, one exp per entry "
-        "to load μ_i; the last column but one keeps μ_i in both forms (twice the duals' "
-        "memory), which spares the exp.",
+        "(as many as the measured epochs made), and one transcendental per entry to store "
+        "μ_γ and have μ_i and its log at the next visit (kept as logs, as now, that takes "
+        "two: a log at the step, an exp at the load; the column before the floor counts "
+        "them).",
         "",
         *epoch_floor.table("sdca-gap", r["sdca-gap"], EPOCH_TARGETS["sdca-gap"], _label),
         "",
