@@ -36,7 +36,7 @@ machine, one thread each unless said otherwise. Sections (``--only``):
 
 Runtime: 55 minutes in all for the run behind reports/performance.md (2026-11-28, 2-core
 Xeon, quiet, ``--rounds 5 --retrain-crfsuite``): epochs 5.5 min (the 'before' tree's
-kernels compiled once; ``--keep DIR`` saves that on reruns), floor 20 s (measured on its
+kernels compiled once; ``--keep DIR`` saves that on reruns), floor 45 s (measured on its
 own, 2026-11-29), threads 8 s, P1 2.3 min
 (CRFsuite run to convergence without the bias block), P2 20 s, P3 42 min (CRFsuite
 trained on the four problems, 12 min of it; POS-EWT the longest), P4 1 min, P5 1 min,
