@@ -11,6 +11,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.optimize import brentq
 
 import crfopt
 import crfopt_plugins.sdca as S
@@ -100,6 +101,37 @@ def test_newton_step_maximizes_the_block_objective(small, i):
     best = grid[int(np.argmax([S._block_value(g, a, b, lam_n, sc, T, K) for g in grid]))]
     assert abs(gamma - best) <= 2.5e-4
     assert 1 <= evals < 20 and not capped
+
+
+def _one_node_block(mu, nu):
+    """Scratch tables of a one-token block (T = 1): μ, δ = ν - μ and log ν."""
+    K = len(mu)
+    sc = S.make_scratch(1, K)
+    sc.mn_f[:K] = mu
+    sc.dn_f[:K] = np.subtract(nu, mu)
+    sc.lnun_f[:K] = np.log(nu)
+    return sc, K
+
+
+def test_first_newton_evaluation_narrows_the_bracket():
+    """docs/algorithms.md §3.2, §7.14: a first Newton step that leaves (0, 1) is followed by
+    a bisection of the half that holds the root, without evaluating 0.5 again (REF and
+    rtsafe evaluate it twice)."""
+    sc, K = _one_node_block([0.5, 0.5], [0.99, 0.01])
+    lna = 0.01
+
+    def slope(g):  # f'(γ) of the one-token block, independently in NumPy
+        mu_g = sc.mn_f[:K] + g * sc.dn_f[:K]
+        return float(sc.dn_f[:K] @ (sc.lnun_f[:K] - np.log(mu_g))) - lna * g
+
+    d1, d2 = S._derivatives(0.5, sc, 1, K, lna)
+    assert d1 == pytest.approx(slope(0.5)) and 0.5 - d1 / d2 > 1.0  # the step leaves (0, 1)
+    # with sub-precision 0.5 the search stops at its first accepted step: here the
+    # bisection point of [0.5, 1], after the one evaluation at 0.5
+    assert S._newton_line_search(0.5, 0.5, 100, slope(0.0), lna, sc, 1, K) == (0.75, 1, False)
+    gamma, evals, capped = S._newton_line_search(0.5, 1e-10, 100, slope(0.0), lna, sc, 1, K)
+    root = brentq(slope, 0.0, 1.0, xtol=1e-14)
+    assert gamma == pytest.approx(root, abs=1e-9) and 2 <= evals < 20 and not capped
 
 
 def _tables_derivatives(sc, T, K, gamma, lna):
