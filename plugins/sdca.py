@@ -490,7 +490,7 @@ def _rtsafe(x0, sub_precision, max_iter, lna, sc, T, K, seg, m, tau):
     dx_prev = 1.0
     # Tighten the bracket with the first evaluation too (rtsafe and REF do not; it only
     # saves a re-evaluation at the midpoint when the first Newton step is rejected, in
-    # 0.1-0.25 % of OCR's searches: docs/algorithms.md §7.14).
+    # 0.3-0.6 % of OCR's searches: docs/algorithms.md §7.14).
     newton, lo, hi = _newton_step(x, lo, hi, sc, T, K, lna, seg, m, tau)
     evals += 1
     for _ in range(max_iter):
