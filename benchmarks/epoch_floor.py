@@ -51,9 +51,7 @@ import argparse
 import time
 from collections.abc import Callable
 
-import numba
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 import crfopt
 import crfopt_plugins.oeg as oeg_plugin
@@ -272,10 +270,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--problems", default="ocr,conll2000", help="comma-separated")
     parser.add_argument("--rounds", type=int, default=5, help="repetitions; the least counts")
     args = parser.parse_args(argv)
-    from performance import EPOCH_TARGETS  # the script's folder is on sys.path
+    # the script's folder is on sys.path
+    from performance import EPOCH_TARGETS
 
-    numba.set_num_threads(1)  # epochs are single-threaded: so is their unit
-    with threadpool_limits(1):
+    from conftest import threads
+
+    with threads(1):  # epochs are single-threaded: so is their unit
         for name, measure in MEASURES.items():
             results = {
                 problem: measure(crfopt.load_problem(problem), args.rounds)

@@ -295,22 +295,16 @@ def floor(args: argparse.Namespace) -> dict:
     """The floors of ``sdca-gap``'s and ``oeg``'s epochs with their iterates kept:
     benchmarks/epoch_floor.py, called on the working tree (one thread, the least of
     ``--rounds``)."""
-    import numba
-    from threadpoolctl import threadpool_limits
+    from conftest import threads as limit_threads
 
-    threads_before = numba.get_num_threads()
-    numba.set_num_threads(1)  # epochs are single-threaded: so is their unit
-    try:
-        with threadpool_limits(1):
-            return {
-                opt: {
-                    name: measure(crfopt.load_problem(name), args.rounds)
-                    for name in _problems(args, EPOCH_PROBLEMS)
-                }
-                for opt, measure in epoch_floor.MEASURES.items()
+    with limit_threads(1):  # epochs are single-threaded: so is their unit
+        return {
+            opt: {
+                name: measure(crfopt.load_problem(name), args.rounds)
+                for name in _problems(args, EPOCH_PROBLEMS)
             }
-    finally:
-        numba.set_num_threads(threads_before)
+            for opt, measure in epoch_floor.MEASURES.items()
+        }
 
 
 def threads(args: argparse.Namespace) -> dict:

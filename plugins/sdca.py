@@ -567,6 +567,16 @@ def _golden_line_search(sub_precision, a, b, lam_n, sc, T, K, seg, m, tau):
     return 0.5 * (lo + hi), evals
 
 
+@jit(inline=True)
+def _stored_rows(mu_n, mu_e, s, es, T, K):
+    """Sequence rows ``s``… (nodes) and ``es``… (edges) of the stored tables as flat
+    slices. Loops over them index from 0: an offset s·K + j, read from memory and of
+    unknown sign, takes numba's negative-index wrap-around per entry (1.25 against
+    1.05 ns an edge entry in the commit)."""
+    KK = K * K
+    return mu_n.reshape(-1)[s * K : (s + T) * K], mu_e.reshape(-1)[es * KK : (es + T - 1) * KK]
+
+
 @jit
 def _load_tables(src_n, src_e, s, es, T, K, lmn, mn, lme, me):
     """Copy μ_i's logs from storage (float64 or float32) into the scratch tables, then
@@ -580,11 +590,8 @@ def _load_tables(src_n, src_e, s, es, T, K, lmn, mn, lme, me):
     """
     TK = T * K
     KK = K * K
-    # the sequence's rows as flat slices: an index node0 + j, with node0 read from memory
-    # and of unknown sign, would take numba's negative-index wrap-around per entry
     n_e = (T - 1) * KK
-    flat_n = src_n.reshape(-1)[s * K : s * K + TK]
-    flat_e = src_e.reshape(-1)[es * KK : es * KK + n_e]
+    flat_n, flat_e = _stored_rows(src_n, src_e, s, es, T, K)
     for j in range(TK):
         lmn[j] = np.float64(flat_n[j])
     for j in range(n_e):
@@ -793,12 +800,8 @@ def _commit_fused(gamma, T, K, mn, dn, me, de, xn, lxn, rows, mu_n, mu_e, s, es)
         bad += 0 if x > _TINY else 1
     if bad:
         return 0.0, bad
-    # flat slices of the sequence's rows, so that the stores run in the same long loops
-    # with indices from 0 (an offset read from memory would take numba's negative-index
-    # wrap-around per entry: 1.25 against 1.05 ns an edge entry)
     n_e = (T - 1) * KK
-    dst_n = mu_n.reshape(-1)[s * K : s * K + TK]
-    dst_e = mu_e.reshape(-1)[es * KK : es * KK + n_e]
+    dst_n, dst_e = _stored_rows(mu_n, mu_e, s, es, T, K)  # the stores run in long loops
     for j in range(TK):
         v = lxn[j]
         dst_n[j] = v if v < 0.0 else 0.0
