@@ -34,6 +34,7 @@ import numpy as np
 import crfopt
 from crfopt import borrowed, jit, kernels, samplers
 from crfopt.core import duality
+from crfopt.kernels.prefetch import stream_copy
 from crfopt.kernels.vmath import vexp
 from crfopt.optim.dual import gibbs_scores, initial_dual
 
@@ -227,10 +228,10 @@ def _accept(data, st, wk, i, T, K, rho_new, h_new):
         for k in range(K):
             theta_n[s0 + t, k] = t_n[t, k]
             mu_n[s0 + t, k] = ln[t, k]
-    for t in range(T - 1):
-        for k in range(K):
-            for l in range(K):
-                mu_e[es + t, k, l] = le[t, k, l]
+    # μ_i's edge block is read by no later iteration, only at checkpoints: streamed to
+    # memory, it skips the read of its lines an ordinary store makes first (the
+    # (N - n)·K² table is far larger than the caches; 8-12 % of an epoch)
+    stream_copy(mu_e, es * K * K, le, (T - 1) * K * K)
     st.rho[i] = rho_new
     for k in range(K):
         for l in range(K):

@@ -1,4 +1,5 @@
-"""crfopt.kernels.prefetch: the hints compile to prefetch instructions and change nothing.
+"""crfopt.kernels.prefetch: the hints compile to prefetch instructions and change nothing;
+``stream_copy`` compiles to streaming stores and copies exactly what a plain copy does.
 
 The sparse kernels that use them (SAG's lazy catch-up, the unary scores) are checked
 against independent truths in test_pieces.py and test_oracle.py; here, the hints
@@ -18,7 +19,7 @@ import pytest
 
 from crfopt import jit
 from crfopt.kernels.jit import JIT_ENABLED
-from crfopt.kernels.prefetch import prefetch_read, prefetch_write
+from crfopt.kernels.prefetch import prefetch_read, prefetch_write, stream_copy
 
 
 @jit(cache=False)
@@ -49,3 +50,37 @@ def test_hints_change_no_value_and_spans_past_the_ends_do_not_fault():
         assert _hint_spans(a, idx, lo, n) == 0.0
     np.testing.assert_array_equal(a, before[0])
     np.testing.assert_array_equal(idx, before[1])
+
+
+@pytest.mark.skipif(not JIT_ENABLED, reason="streaming stores exist only in compiled code")
+@pytest.mark.skipif(
+    platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 instruction names"
+)
+def test_stream_copy_compiles_to_streaming_stores_and_a_fence():
+    import numba
+
+    fresh = numba.njit(stream_copy.py_func)  # the cached function cannot show its assembly
+    fresh(np.zeros(40), 3, np.ones(40), 30)
+    asm = "\n".join(fresh.inspect_asm().values())
+    # vmovntdq / vmovntpd / movntps …: stores that bypass the caches; sfence orders them
+    assert re.search(r"\bv?movnt(dq|pd|ps)\b", asm)
+    assert re.search(r"\bsfence\b", asm)
+
+
+@pytest.mark.parametrize("shape", [(3 * 64 + 5,), (6, 5, 7), (9, 26)])
+def test_stream_copy_writes_the_span_and_nothing_else(shape):
+    """Every start (so every alignment of the first line) and lengths around whole lines:
+    the result equals a plain copy into the flat span, bit for bit, the rest untouched."""
+    rng = np.random.default_rng(7)
+    dst = rng.standard_normal(shape)
+    size = dst.size
+    for lo in range(0, 17):
+        for n in (0, 1, 7, 8, 9, 15, 16, 17, 31, 64, 65, size - lo):
+            if n > size - lo:
+                continue
+            # OEG's source is a 3-D work table read flat from its start
+            src = rng.standard_normal((n + 5,) if lo % 2 else (n + 5, 1, 1))
+            want = dst.reshape(-1).copy()
+            want[lo : lo + n] = src.reshape(-1)[:n]
+            stream_copy(dst, lo, src, n)
+            np.testing.assert_array_equal(dst.reshape(-1), want, err_msg=f"lo={lo}, n={n}")

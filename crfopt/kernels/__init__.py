@@ -64,7 +64,10 @@ Cache hints, in :mod:`crfopt.kernels.prefetch` beside the vector log/exp of
 :mod:`crfopt.kernels.vmath` (no effect on any value; no-ops without the JIT):
 ``prefetch_read(a, lo, n)`` / ``prefetch_write(a, lo, n)`` ask for the cache lines of
 the flat entries ``a.reshape(-1)[lo:lo+n]`` ahead of a loop that will read or update
-them, for arrays larger than the caches read in an order the hardware cannot guess.
+them, for arrays larger than the caches read in an order the hardware cannot guess;
+``stream_copy(dst, lo, src, n)`` copies ``src``'s first ``n`` entries into that span of a
+float64 ``dst`` with streaming stores, for a block of a large table that the loop writes
+and does not read back soon (a plain copy without the JIT).
 
 A direction on sequence ``i`` is a pair (``E_loc`` of shape |S_i|×K on the sequence's
 distinct attributes ``data.support[lo:hi]`` with ``lo, hi = support_bounds(data, i)``,
