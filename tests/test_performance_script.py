@@ -60,6 +60,35 @@ def run(optimizer_s: float, passes: float, reached: bool = True) -> dict:
     return {"reached": reached, "optimizer_s": optimizer_s, "passes": passes, "primal": 1.0}
 
 
+def _floor_run(more: float, more_oeg: float) -> dict:
+    """One process's floor figures (benchmarks/epoch_floor.py), ``more`` / ``more_oeg``
+    seconds added to sdca-gap's and oeg's floors."""
+    return {
+        "sdca-gap": {
+            "ocr": {
+                **{"full_pass_s": 0.05, "epoch_s": 0.4, "evals_per_iteration": 3.0},
+                **{"oracle_s": 0.075 + 0.4 * more, "log_s": 0.03, "exp_s": 0.03},
+                **{"floor_s": 0.195 + more, "floor_log_storage_s": 0.225 + more},
+            },
+            "conll2000": {
+                **{"full_pass_s": 0.2, "epoch_s": 1.2, "evals_per_iteration": 2.0},
+                **{"oracle_s": 0.2, "log_s": 0.1, "exp_s": 0.1},
+                **{"floor_s": 0.5 + 2 * more, "floor_log_storage_s": 0.6 + 2 * more},
+            },
+        },
+        "oeg": {
+            "ocr": {
+                **{"full_pass_s": 0.05, "epoch_s": 0.3, "trials_per_iteration": 1.2},
+                **{"oracle_s": 0.06, "exp_s": 0.03, "sum_s": 0.01, "floor_s": 0.12},
+            },
+            "conll2000": {
+                **{"full_pass_s": 0.2, "epoch_s": 0.8, "trials_per_iteration": 1.5},
+                **{"oracle_s": 0.3, "exp_s": 0.1, "sum_s": 0.04, "floor_s": 0.66 + more_oeg},
+            },
+        },
+    }
+
+
 def fake_result(machine: str) -> dict:
     """Every section, with figures whose ratios are known: the report must show them."""
     return {
@@ -116,30 +145,8 @@ def fake_result(machine: str) -> dict:
                 },
             },
         },
-        "floor": {
-            "sdca-gap": {
-                "ocr": {
-                    **{"full_pass_s": 0.05, "epoch_s": 0.4, "evals_per_iteration": 3.0},
-                    **{"oracle_s": 0.075, "log_s": 0.03, "exp_s": 0.03},
-                    **{"floor_s": 0.195, "floor_log_storage_s": 0.225},
-                },
-                "conll2000": {
-                    **{"full_pass_s": 0.2, "epoch_s": 1.2, "evals_per_iteration": 2.0},
-                    **{"oracle_s": 0.2, "log_s": 0.1, "exp_s": 0.1},
-                    **{"floor_s": 0.5, "floor_log_storage_s": 0.6},
-                },
-            },
-            "oeg": {
-                "ocr": {
-                    **{"full_pass_s": 0.05, "epoch_s": 0.3, "trials_per_iteration": 1.2},
-                    **{"oracle_s": 0.06, "exp_s": 0.03, "sum_s": 0.01, "floor_s": 0.12},
-                },
-                "conll2000": {
-                    **{"full_pass_s": 0.2, "epoch_s": 0.8, "trials_per_iteration": 1.5},
-                    **{"oracle_s": 0.3, "exp_s": 0.1, "sum_s": 0.04, "floor_s": 0.66},
-                },
-            },
-        },
+        # two processes, whose floors differ (the report gives medians and ranges)
+        "floor": {"runs": [_floor_run(0.0, 0.0), _floor_run(0.01, 0.04)]},
         "threads": {
             "problems": {
                 "ocr": {
@@ -234,23 +241,33 @@ def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
         row("| `sdca-gap` |", "×") == "| `sdca-gap` | 1.095 → 0.28 (3.91×) | 12.14 → 4.35 (2.79×) |"
     )
     assert "`2fe8d3c`" in text
-    # the floors of epochs that keep their iterates, in full passes, against the targets
-    # (a floor equal to its target does not rule it out)
+    # the floors of epochs that keep their iterates, in full passes, against the targets:
+    # medians over the processes, the floor's range beside; a floor equal to its target
+    # does not rule it out, one that straddles it is said to
+    assert "measured in 2 fresh processes" in text
     assert row("| OCR | 0.0500 | 8.00 |") == (
-        "| OCR | 0.0500 | 8.00 | 3.00 | 1.50 | 0.60 | 0.60 | 4.50 | **3.90** | ≤ 4 |"
+        "| OCR | 0.0500 | 8.00 | 3.00 | 1.54 | 0.60 | 0.60 | 4.60 (4.50–4.70) "
+        "| **4.00 (3.90–4.10)** | ≤ 4 |"
     )
-    assert row("| CoNLL-2000 | 0.2000 | 6.00 |").endswith("| 3.00 | **2.50** | ≤ 3 |")
+    assert row("| CoNLL-2000 | 0.2000 | 6.00 |").endswith(
+        "| 3.05 (3.00–3.10) | **2.55 (2.50–2.60)** | ≤ 3 |"
+    )
     assert row("| OCR | 0.0500 | 6.00 |") == (
-        "| OCR | 0.0500 | 6.00 | 1.20 | 1.20 | 0.60 | 0.20 | **2.40** | ≤ 4 |"
+        "| OCR | 0.0500 | 6.00 | 1.20 | 1.20 | 0.60 | 0.20 | **2.40 (2.40–2.40)** | ≤ 4 |"
     )
-    assert row("| CoNLL-2000 | 0.2000 | 4.00 |").endswith("| **3.30** | ≤ 3 |")
-    assert row("- `sdca-gap`: the floor is within").startswith(
-        "- `sdca-gap`: the floor is within the epoch target on OCR (3.90 ≤ 4), "
-        "CoNLL-2000 (2.50 ≤ 3): the floor does not rule"
+    assert row("| CoNLL-2000 | 0.2000 | 4.00 |").endswith("| **3.40 (3.30–3.50)** | ≤ 3 |")
+    assert row("- `sdca-gap`: the floor straddles").startswith(
+        "- `sdca-gap`: the floor straddles the epoch target on OCR (3.90–4.10 against 4): "
+        "it does not rule the target out"
     )
-    assert "- `sdca-gap`: the floor lies above" not in text
-    assert "on CoNLL-2000 (3.30 > 3)" in row("`oeg`: the floor lies above")
-    assert "on OCR (2.40 ≤ 4)" in row("`oeg`: the floor is within")
+    assert row("- `sdca-gap`: even the highest floor").startswith(
+        "- `sdca-gap`: even the highest floor is within the epoch target on "
+        "CoNLL-2000 (2.60 ≤ 3): the floor does not rule"
+    )
+    assert "- `sdca-gap`: even the lowest floor lies above" not in text
+    assert "on CoNLL-2000 (3.30 > 3)" in row("`oeg`: even the lowest floor lies above")
+    assert "on OCR (2.40 ≤ 4)" in row("`oeg`: even the highest floor is within")
+    assert "- `oeg`: the floor straddles" not in text
     # the batch oracle on 2 threads: 1.8× met, 1.5× missed
     assert row("| OCR | 90.0 ms | 50.0 ms |").endswith("1.80× (1.60–1.90) | 0.5 | ≥ 1.7× | met |")
     assert row("| CoNLL-2000 (conll2000-size synthetic) | 1500.0 ms |").endswith("| **missed** |")
@@ -485,7 +502,8 @@ def test_epoch_floor_adds_the_parts_an_iteration_cannot_skip(name):
         trials = made[kernels.ORACLE_CALLS] / made[kernels.ITERATIONS]
         assert r["trials_per_iteration"] == trials and trials >= 1.0
         assert r["floor_s"] == pytest.approx(trials * (r["oracle_s"] + r["exp_s"] + r["sum_s"]))
-    row = floors.table(name, {"ocr": r}, {"ocr": 4.0}, str.upper)[2]
+    combined = floors.combine([{name: {"ocr": r}}])[name]
+    row = floors.table(name, combined, {"ocr": 4.0}, str.upper)[2]
     assert row.startswith("| OCR | ")
-    assert f"**{r['floor_s'] / r['full_pass_s']:.2f}**" in row
+    assert f"**{r['floor_s'] / r['full_pass_s']:.2f}**" in row  # one process: no range
     assert row.endswith("≤ 4 |")
