@@ -84,3 +84,13 @@ def test_stream_copy_writes_the_span_and_nothing_else(shape):
             want[lo : lo + n] = src.reshape(-1)[:n]
             stream_copy(dst, lo, src, n)
             np.testing.assert_array_equal(dst.reshape(-1), want, err_msg=f"lo={lo}, n={n}")
+
+
+@pytest.mark.skipif(not JIT_ENABLED, reason="the compiled copy's typing")
+def test_stream_copy_refuses_other_dtypes():
+    """A 64-byte line is eight float64 entries: a float32 table is a typing error, not a
+    copy of the wrong width."""
+    import numba
+
+    with pytest.raises(numba.core.errors.TypingError):
+        stream_copy(np.zeros(32, dtype=np.float32), 0, np.ones(32, dtype=np.float32), 16)

@@ -71,6 +71,8 @@ if JIT_ENABLED:
     def _stream_line(typingctx, dst, j, src, k):
         """dst.flat[j:j+8] = src.flat[k:k+8]: one non-temporal store of a 64-byte line
         (the caller makes dst's entry j 64-byte aligned)."""
+        if not all(isinstance(a, types.Array) and a.dtype == types.float64 for a in (dst, src)):
+            return None  # a typing error: the line is eight float64 entries
         sig = types.void(dst, j, src, k)
 
         def codegen(context, builder, signature, args):
