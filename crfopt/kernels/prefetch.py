@@ -116,8 +116,9 @@ if JIT_ENABLED:
 
     @intrinsic
     def _address(typingctx, arr):
-        """The address of arr's first entry."""
-        sig = types.uintp(arr)
+        """The address of arr's first entry (signed: user-space addresses are below 2⁶³,
+        and the line arithmetic mixes it with signed offsets)."""
+        sig = types.intp(arr)
 
         def codegen(context, builder, signature, args):
             ary = context.make_array(signature.args[0])(context, builder, args[0])
@@ -147,7 +148,7 @@ if JIT_ENABLED:
     @numba.njit(cache=True, nogil=True)
     def stream_copy(dst, lo, src, n):
         """dst.flat[lo:lo+n] = src.flat[:n] (float64, C-contiguous), whole lines of dst
-        written with non-temporal stores (no effect on any value)."""
+        written with non-temporal stores; the values are a plain copy's."""
         if n <= 0:
             return
         # entries before dst's first 64-byte line boundary at or after lo
