@@ -324,7 +324,10 @@ def measure_in_processes(
     for _ in range(processes):
         argv = [sys.executable, __file__, "--json", "--processes", "1"]
         argv += ["--problems", ",".join(problems), "--rounds", str(rounds)]
-        done = subprocess.run(argv, check=True, capture_output=True, text=True)
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:  # the child's own error, not just its exit status
+            tail = "\n".join(done.stderr.strip().splitlines()[-15:])
+            raise RuntimeError(f"{' '.join(argv[1:])} failed (exit {done.returncode}):\n{tail}")
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     return runs
 

@@ -507,3 +507,11 @@ def test_epoch_floor_adds_the_parts_an_iteration_cannot_skip(name):
     assert row.startswith("| OCR | ")
     assert f"**{r['floor_s'] / r['full_pass_s']:.2f}**" in row  # one process: no range
     assert row.endswith("≤ 4 |")
+
+
+def test_epoch_floor_processes_report_the_childs_error():
+    """A floor process that fails (here: a problem that does not exist) raises with the
+    child's own message, not only its exit status."""
+    floors = _script("epoch_floor.py", "crfopt_epoch_floor_script")
+    with pytest.raises(RuntimeError, match=r"(?s)exit [1-9].*no-such-problem"):
+        floors.measure_in_processes(["no-such-problem"], rounds=1, processes=1)
