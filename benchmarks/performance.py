@@ -15,7 +15,8 @@ machine, one thread each unless said otherwise. Sections (``--only``):
            alternating rounds, or ``--callgrind`` instruction counts).
 * floor    the floors of sdca-gap's and oeg's epochs on OCR and CoNLL-2000 with their
            iterates kept, in full passes of the working tree: the work they cannot skip,
-           each part timed alone (benchmarks/epoch_floor.py, called).
+           each part timed alone (benchmarks/epoch_floor.py, in three fresh processes:
+           medians, and the floor's range).
 * threads  the batch oracle (full value+gradient pass) on 2 threads against 1, OCR and
            CoNLL-2000: benchmarks/bench_oracle.py's measurement, called.
 * P1       one value+gradient pass on OCR: crfopt vs CRFsuite (python-crfsuite) on
@@ -36,8 +37,8 @@ machine, one thread each unless said otherwise. Sections (``--only``):
 
 Runtime: 55 minutes in all for the run behind reports/performance.md (2026-11-28, 2-core
 Xeon, quiet, ``--rounds 5 --retrain-crfsuite``): epochs 5.5 min (the 'before' tree's
-kernels compiled once; ``--keep DIR`` saves that on reruns), floor 45 s (measured on its
-own, 2026-11-29), threads 8 s, P1 2.3 min
+kernels compiled once; ``--keep DIR`` saves that on reruns), floor 2 min (three
+processes, measured on its own, 2026-11-29), threads 8 s, P1 2.3 min
 (CRFsuite run to convergence without the bias block), P2 20 s, P3 42 min (CRFsuite
 trained on the four problems, 12 min of it; POS-EWT the longest), P4 1 min, P5 1 min,
 startup 2 min (the cold ``compare`` compiles every kernel it runs).
