@@ -151,9 +151,8 @@ if JIT_ENABLED:
         written with non-temporal stores; the values are a plain copy's."""
         if n <= 0:
             return
-        # entries before dst's first 64-byte line boundary at or after lo
-        head = ((64 - (_address(dst) + 8 * lo) % 64) % 64) // 8
-        head = min(head, n)
+        # entries before dst's first line boundary at or after lo (Python's %: ≥ 0)
+        head = min((-(_address(dst) + 8 * lo) % (8 * LINE)) // 8, n)
         d = dst.reshape(-1)
         s = src.reshape(-1)
         for j in range(head):
