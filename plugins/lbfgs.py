@@ -13,11 +13,14 @@ scipy's memory intact between checkpoints.
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.optimize
 
 import crfopt
+
+if TYPE_CHECKING:
+    import scipy.optimize
 
 
 class _Cancelled(Exception):
@@ -58,9 +61,11 @@ class LBFGS(crfopt.Optimizer):
         return self.problem.value_and_gradient(x)  # n oracle calls
 
     def _callback(self, intermediate_result: scipy.optimize.OptimizeResult | np.ndarray) -> None:
+        from scipy.optimize import OptimizeResult
+
         # SciPy >= 1.11 sees the parameter name and passes an OptimizeResult; SciPy 1.10
         # (allowed by pyproject.toml) always passes the iterate itself as a plain array.
-        if isinstance(intermediate_result, scipy.optimize.OptimizeResult):
+        if isinstance(intermediate_result, OptimizeResult):
             x = intermediate_result.x
         else:
             x = intermediate_result
@@ -75,6 +80,10 @@ class LBFGS(crfopt.Optimizer):
                 raise _Cancelled
 
     def _target(self) -> None:
+        # imported here, not with the module: every process that loads the registry
+        # imports each built-in plugin, and scipy.optimize alone costs it 0.45 s
+        import scipy.optimize
+
         try:
             scipy.optimize.minimize(
                 self._fun,
