@@ -28,6 +28,12 @@ def batch_threads() -> Iterator[None]:
         yield
         return
     if _controller is None:
+        # The controller limits the BLAS libraries loaded when it is made. The compiled
+        # kernels call scipy's BLAS (numba binds np.dot to scipy.linalg.cython_blas), which
+        # numba loads only when it first links such a kernel, inside this context: load it
+        # first, or that library escapes the limit (with scipy.optimize no longer imported
+        # by the registry, an OCR pass took 66 ms against 44 ms, its BLAS on 2 threads).
+        import scipy.linalg.cython_blas  # noqa: F401
         from threadpoolctl import ThreadpoolController
 
         _controller = ThreadpoolController()
