@@ -1,0 +1,70 @@
+"""pyproject's package list and package data against the source tree.
+
+setuptools is given an explicit ``packages`` list (plugins/ and datasets/ ship under other
+import names), so a new subpackage, a data file or the typing marker is left out of the
+wheel silently unless the list names it. An editable install hides that: it reads the
+source tree. These checks read pyproject and the tree, without building a wheel.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - the 3.10 environments of the tox matrix
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+SETUPTOOLS = CONFIG["tool"]["setuptools"]
+
+
+def _package_dir(package: str) -> Path:
+    """The folder setuptools takes ``package`` from, through ``package-dir``."""
+    top, _, rest = package.partition(".")
+    base = ROOT / SETUPTOOLS["package-dir"].get(top, top)
+    return base.joinpath(*rest.split(".")) if rest else base
+
+
+def _importable_dirs(top: str) -> set[str]:
+    """Every folder under ``top``'s package that Python could import: it holds a module or
+    a file the package data ships (a namespace package, which setuptools warns about)."""
+    found = set()
+    root = _package_dir(top)
+    for path in root.rglob("*"):
+        if not path.is_dir() or path.name == "__pycache__" or path.name.startswith("."):
+            continue
+        if any(p.suffix in {".py", ".toml", ".json"} for p in path.iterdir() if p.is_file()):
+            found.add(".".join([top, *path.relative_to(root).parts]))
+    return found
+
+
+def test_every_importable_folder_is_a_listed_package():
+    listed = set(SETUPTOOLS["packages"])
+    for package in listed:
+        assert _package_dir(package).is_dir(), f"{package} is listed but has no folder"
+    missing = set()
+    for top in {p.split(".")[0] for p in listed}:
+        missing |= _importable_dirs(top) - listed
+    assert not missing, (
+        "importable folders missing from packages (setuptools warns; their modules would "
+        f"be left out): {sorted(missing)}"
+    )
+
+
+def test_package_data_globs_match_files():
+    for package, patterns in SETUPTOOLS["package-data"].items():
+        folder = _package_dir(package)
+        names = [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
+        for pattern in patterns:
+            assert fnmatch.filter(names, pattern), f"{package}: {pattern!r} matches no file"
+
+
+def test_typing_marker_and_licence_ship():
+    assert "py.typed" in SETUPTOOLS["package-data"]["crfopt"]
+    assert (ROOT / "crfopt" / "py.typed").is_file()
+    for name in CONFIG["project"]["license-files"]:
+        assert (ROOT / name).is_file(), f"license-files names {name}, which is missing"
