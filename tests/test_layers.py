@@ -295,23 +295,3 @@ def test_architecture_page_states_this_rule():
             deps = {d.strip() for d in cells[1].split(",")} - {"—", ""}
             table[cells[0]] = frozenset(deps)
     assert table == ALLOWED
-
-
-def test_every_package_ships():
-    """Every folder with an ``__init__.py`` is in pyproject's package list: a subpackage
-    left out installs nowhere but an editable checkout (crfopt.apps.cli once was, and every
-    tox env failed with 'No module named crfopt.apps.cli')."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:
-        import tomli as tomllib
-    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    folders = {name: REPO / path for name, path in config["package-dir"].items()}
-    found = set()
-    for name, folder in folders.items():
-        for init in folder.rglob("__init__.py"):
-            if "__pycache__" in init.parts:
-                continue
-            rel = init.parent.relative_to(folder).parts
-            found.add(".".join((name, *rel)))
-    assert sorted(found - set(config["packages"])) == []

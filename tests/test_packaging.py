@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fnmatch
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -29,26 +30,36 @@ def _package_dir(package: str) -> Path:
     return base.joinpath(*rest.split(".")) if rest else base
 
 
-def _importable_dirs(top: str) -> set[str]:
-    """Every folder under ``top``'s package that Python could import: it holds a module or
-    a file the package data ships (a namespace package, which setuptools warns about)."""
+def _package_folders(holds: Callable[[Path], bool]) -> set[str]:
+    """The dotted name of every folder under the ``package-dir`` roots that holds a file
+    for which ``holds(path)`` is true."""
     found = set()
-    root = _package_dir(top)
-    for path in root.rglob("*"):
-        if not path.is_dir() or path.name == "__pycache__" or path.name.startswith("."):
-            continue
-        if any(p.suffix in {".py", ".toml", ".json"} for p in path.iterdir() if p.is_file()):
-            found.add(".".join([top, *path.relative_to(root).parts]))
+    for top in SETUPTOOLS["package-dir"]:
+        root = _package_dir(top)
+        for path in root.rglob("*"):
+            parts = path.relative_to(root).parts
+            if "__pycache__" in parts or any(part.startswith(".") for part in parts):
+                continue
+            if path.is_file() and holds(path):
+                found.add(".".join([top, *path.parent.relative_to(root).parts]))
     return found
 
 
+def test_every_package_ships():
+    """Every folder with an ``__init__.py`` is in pyproject's package list: a subpackage
+    left out installs nowhere but an editable checkout (crfopt.apps.cli once was, and every
+    tox env failed with 'No module named crfopt.apps.cli')."""
+    found = _package_folders(lambda path: path.name == "__init__.py")
+    assert sorted(found - set(SETUPTOOLS["packages"])) == []
+
+
 def test_every_importable_folder_is_a_listed_package():
+    """A folder without ``__init__.py`` that holds modules or data is still importable (a
+    namespace package): setuptools warns at every install and leaves its modules out."""
     listed = set(SETUPTOOLS["packages"])
     for package in listed:
         assert _package_dir(package).is_dir(), f"{package} is listed but has no folder"
-    missing = set()
-    for top in {p.split(".")[0] for p in listed}:
-        missing |= _importable_dirs(top) - listed
+    missing = _package_folders(lambda path: path.suffix in {".py", ".toml", ".json"}) - listed
     assert not missing, (
         "importable folders missing from packages (setuptools warns; their modules would "
         f"be left out): {sorted(missing)}"
