@@ -72,7 +72,6 @@ class SDCAOptions(NamedTuple):
     start: int  # a search.Start
     sub_precision: float  # tolerance on γ of the Newton and golden searches
     max_line_search: int  # derivative evaluations before Newton gives up
-    settle: bool  # the Newton search ends at an evaluated point, its logs kept (§3.2)
     fixed_step: float  # γ of StepRule.FIXED (NaN otherwise: never read)
     theory_step: float  # γ of StepRule.THEORY (NaN otherwise: never read)
     tolerance: float  # stop when ĝ = Σ G_i / n falls below it
@@ -99,31 +98,29 @@ def _refresh_gaps(data, counters, st, sampler, sc):
 
 @jit(inline=True)
 def _newton_step_size(opts, counters, st, sc, i, T, K, g_i, r_i, lna, seg, m):
-    """(γ, logs of μ_γ kept) by the safeguarded Newton search from ``opts.start`` (§3.2;
-    the prox objective of §3.14 when τ > 0, where ``lna`` is λn and f'(1) = -λn φ(1))."""
+    """γ by the safeguarded Newton search from ``opts.start`` (§3.2; the prox objective of
+    §3.14 when τ > 0, where ``lna`` is λn and f'(1) = -λn φ(1))."""
     tau = opts.tau
-    sub, cap, settle = opts.sub_precision, opts.max_line_search, opts.settle
     if tau > 0.0:
         end = lna * prox.segment_slope(1.0, seg, m, tau)[0]
         x0 = search.newton_start(opts.start, st.last_step[i], g_i, r_i, end)
-        gamma, evals, capped, kept = search.prox_line_search(
-            x0, sub, cap, g_i + r_i, lna, sc, T, K, seg, m, tau, settle
+        gamma, evals, capped = search.prox_line_search(
+            x0, opts.sub_precision, opts.max_line_search, g_i + r_i, lna, sc, T, K, seg, m, tau
         )
     else:
         x0 = search.newton_start(opts.start, st.last_step[i], g_i, r_i, lna)
-        gamma, evals, capped, kept = search.newton_line_search(
-            x0, sub, cap, g_i + r_i, lna, sc, T, K, settle
+        gamma, evals, capped = search.newton_line_search(
+            x0, opts.sub_precision, opts.max_line_search, g_i + r_i, lna, sc, T, K
         )
     counters[kernels.LS_EVALS] += evals
     if capped:
         st.cap_hits[0] += 1
-    return gamma, kept
+    return gamma
 
 
 @jit(inline=True)
 def _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b, seg, m):
-    """(γ, logs of μ_γ kept in ``sc``) by the run's step rule (§3.2; the prox objective of
-    §3.14 when τ > 0)."""
+    """γ by the run's step rule (§3.2; the prox objective of §3.14 when τ > 0)."""
     rule = opts.rule
     if rule == StepRule.NEWTON:
         lna = opts.lam_n if opts.tau > 0.0 else opts.lam_n * a
@@ -133,10 +130,10 @@ def _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b, seg, m):
             opts.sub_precision, a, b, opts.lam_n, sc, T, K, seg, m, opts.tau
         )
         counters[kernels.LS_EVALS] += evals
-        return gamma, False
+        return gamma
     if rule == StepRule.FIXED:
-        return opts.fixed_step, False
-    return opts.theory_step, False
+        return opts.fixed_step
+    return opts.theory_step
 
 
 @jit
@@ -171,10 +168,10 @@ def _sdca_block(data, counters, st, sampler, uniforms, k_iters, opts, sc, E_loc,
         if opts.tau > 0.0:
             m = prox.pack_segment(data, i, st.u, opts.tau, E_loc, trans_loc, seg)
         # γ = argmax over [0, 1] of the block dual (line search, eq. 20)
-        gamma, kept = _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b, seg, m)
+        gamma = _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b, seg, m)
         st.last_step[i] = gamma
         # μ_i ← μ_i + γ(ν_i − μ_i), w ← w + γv
-        state.commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_loc, opts.tau, kept)
+        state.commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_loc, opts.tau)
         st.gap_sum[0] += g_i - st.gaps[i]
         st.gaps[i] = g_i
         samplers.sampler_feedback(sampler, i, g_i, gamma * math.sqrt(a))
@@ -220,15 +217,7 @@ _PARAMETERS = {
     ),
     **{
         k: _SHARED[k]
-        for k in (
-            "start",
-            "max_line_search",
-            "settle",
-            "init",
-            "init_score",
-            "init_epsilon",
-            "tolerance",
-        )
+        for k in ("start", "max_line_search", "init", "init_score", "init_epsilon", "tolerance")
     },
     "refresh_period": crfopt.Param(
         None,
@@ -329,7 +318,6 @@ class SDCA(crfopt.Optimizer):
             start=Start[prm["start"].upper()],
             sub_precision=prm["sub_precision"],
             max_line_search=prm["max_line_search"],
-            settle=prm["settle"],
             tolerance=prm["tolerance"],
             tau=state.threshold_of(p),
             **self._step_rule(),

@@ -51,7 +51,6 @@ class MinibatchOptions(NamedTuple):
     start: int  # a dual.search.Start
     sub_precision: float  # tolerance on γ of the Newton search
     max_line_search: int  # derivative evaluations before Newton gives up
-    settle: bool  # the Newton search ends at an evaluated point, its logs kept (§3.2)
     tolerance: float  # stop when ĝ = Σ G_i / n falls below it
     tau: float  # σ/λ (0: the ℓ2 arithmetic)
 
@@ -72,12 +71,12 @@ def _lane_step(data, counters, st, opts, sigma, sc, i, T, K, E_loc, trans_loc):
     a, _ = blocks.block_direction(data, st.w, opts.lam_n, sc, i, T, K, E_loc, trans_loc)
     lna = sigma * opts.lam_n * a
     x0 = search.newton_start(opts.start, st.last_step[i], g_i, r_i, lna)
-    gamma, evals, capped, kept = search.newton_line_search(
-        x0, opts.sub_precision, opts.max_line_search, g_i + r_i, lna, sc, T, K, opts.settle
+    gamma, evals, capped = search.newton_line_search(
+        x0, opts.sub_precision, opts.max_line_search, g_i + r_i, lna, sc, T, K
     )
     counters[kernels.LS_EVALS] += evals
     s = data.offsets[i]
-    h_new = blocks.store_mixture(st.mu_n, st.mu_e, sc, s, s - i, T, K, gamma, kept)
+    h_new = blocks.store_mixture(st.mu_n, st.mu_e, sc, s, s - i, T, K, gamma)  # commit's μ part
     return g_i, a, gamma, h_new, capped
 
 
@@ -228,7 +227,6 @@ class SDCAMinibatch(crfopt.Optimizer):
             start=search.Start[prm["start"].upper()],
             sub_precision=prm["sub_precision"],
             max_line_search=prm["max_line_search"],
-            settle=prm["settle"],
             tolerance=prm["tolerance"],
             tau=state.threshold_of(p),
         )

@@ -14,8 +14,8 @@ import pytest
 import crfopt
 from crfopt.bench.convergence import PASSES, per_pass_check
 
-#: SDCA's defaults before the line search settled at its evaluated point (issue 47)
-OLD_SDCA = {"settle": False, "start": "half"}
+#: SDCA's defaults before issue 47: the Newton search started at γ = 0.5
+OLD_SDCA = {"start": "half"}
 
 
 @pytest.fixture(scope="module")

@@ -129,9 +129,7 @@ def test_block_objective_and_derivatives_are_the_piecewise_dual(synth, i):
 @pytest.mark.parametrize("i", [0, 4, 9, 17])
 def test_prox_newton_maximizes_the_piecewise_dual(synth, i):
     mu, _, _, sc, T, K, lam_n, seg, m, tau, d0 = _prox_block_state(synth, i)
-    gamma, evals, capped, _ = search.prox_line_search(
-        0.5, 1e-9, 100, d0, lam_n, sc, T, K, seg, m, tau
-    )
+    gamma, evals, capped = search.prox_line_search(0.5, 1e-9, 100, d0, lam_n, sc, T, K, seg, m, tau)
     grid = np.linspace(0.0, 1.0, 2001)
     values = [synth.dual(_mixed(mu, synth, i, sc, T, K, g)) for g in grid]
     best = grid[int(np.argmax(values))]

@@ -96,35 +96,11 @@ def test_line_search_derivatives_match_finite_differences(small, i):
 def test_newton_step_maximizes_the_block_objective(small, i):
     sc, T, K, a, b, lam_n = _block_state(small, i)
     d0 = search.derivatives(0.0, sc, T, K, lam_n * a)[0]
-    gamma, evals, capped, _ = search.newton_line_search(0.5, 1e-8, 100, d0, lam_n * a, sc, T, K)
+    gamma, evals, capped = search.newton_line_search(0.5, 1e-8, 100, d0, lam_n * a, sc, T, K)
     grid = np.linspace(0.0, 1.0, 4001)
     best = grid[int(np.argmax([search.block_value(g, a, b, lam_n, sc, T, K) for g in grid]))]
     assert abs(gamma - best) <= 2.5e-4
     assert 1 <= evals < 20 and not capped
-
-
-@pytest.mark.parametrize("i", [1, 5, 9])
-@pytest.mark.parametrize("sub_precision", [1e-3, 1e-6])
-def test_settled_search_ends_at_an_evaluated_point_within_the_tolerance(small, i, sub_precision):
-    """settle (docs/algorithms.md §3.2): the search returns a point it evaluated, within
-    sub_precision of the block objective's maximizer (the root of f', by brentq), and the
-    logs that evaluation kept store μ_γ exactly as a fresh store at that γ does."""
-    sc, T, K, a, _, lam_n = _block_state(small, i)
-    d0 = search.derivatives(0.0, sc, T, K, lam_n * a)[0]
-    gamma, evals, capped, kept = search.newton_line_search(
-        0.5, sub_precision, 100, d0, lam_n * a, sc, T, K, True
-    )
-    assert kept and not capped and evals >= 1
-    root = brentq(lambda g: search.derivatives(g, sc, T, K, lam_n * a)[0], 0.0, 1.0, xtol=1e-14)
-    assert abs(gamma - root) <= sub_precision
-    # the kept logs are log μ_γ at the returned γ: the store from them equals a fresh store
-    mu_kept = (np.zeros((T, K)), np.zeros((max(T - 1, 1), K, K)))
-    H_kept = blocks.store_mixture(*mu_kept, sc, 0, 0, T, K, gamma, True)
-    mu_fresh = (np.zeros((T, K)), np.zeros((max(T - 1, 1), K, K)))
-    H_fresh = blocks.store_mixture(*mu_fresh, sc, 0, 0, T, K, gamma, False)
-    np.testing.assert_array_equal(mu_kept[0], mu_fresh[0])
-    np.testing.assert_array_equal(mu_kept[1], mu_fresh[1])
-    assert H_kept == pytest.approx(H_fresh, rel=1e-14)
 
 
 def _one_node_block(mu, nu):
@@ -152,13 +128,8 @@ def test_first_newton_evaluation_narrows_the_bracket():
     assert d1 == pytest.approx(slope(0.5)) and 0.5 - d1 / d2 > 1.0  # the step leaves (0, 1)
     # with sub-precision 0.5 the search stops at its first accepted step: here the
     # bisection point of [0.5, 1], after the one evaluation at 0.5
-    assert search.newton_line_search(0.5, 0.5, 100, slope(0.0), lna, sc, 1, K) == (
-        0.75,
-        1,
-        False,
-        False,
-    )
-    gamma, evals, capped, _ = search.newton_line_search(0.5, 1e-10, 100, slope(0.0), lna, sc, 1, K)
+    assert search.newton_line_search(0.5, 0.5, 100, slope(0.0), lna, sc, 1, K) == (0.75, 1, False)
+    gamma, evals, capped = search.newton_line_search(0.5, 1e-10, 100, slope(0.0), lna, sc, 1, K)
     root = brentq(slope, 0.0, 1.0, xtol=1e-14)
     assert gamma == pytest.approx(root, abs=1e-9) and 2 <= evals < 20 and not capped
 
@@ -225,7 +196,7 @@ def test_tiny_mixtures_take_the_log_space_path(small_dense):
             warnings.simplefilter("error", RuntimeWarning)
             fused = search._derivatives_fused(
                 gamma, lam_n * a, T, K, sc.mn_f, sc.dn_f, sc.lnun_f, sc.xn_f, sc.me_f,
-                sc.de_f, sc.lnue_f, ratio, False, sc.lxn_f, sc.lxe_f,
+                sc.de_f, sc.lnue_f, ratio,
             )  # fmt: skip
         assert fused[2] >= 1
         d1, d2 = search.derivatives(gamma, sc, T, K, lam_n * a)
@@ -347,7 +318,6 @@ _COMMON = {
     "fixed_step",
     "start",
     "max_line_search",
-    "settle",
     "init",
     "init_score",
     "init_epsilon",

@@ -330,56 +330,11 @@ def _store_tables(mu_n, mu_e, sc, s, es, T, K, gamma):
     return kernels.chain_entropy_linlog(sc.xn, sc.xe, lxn, lxe, T, K)
 
 
-@jit(fastmath=True)
-def _store_kept(gamma, T, K, mn, dn, me, de, xn, lxn, lxe, rows, mu_n, mu_e, s, es):
-    """:func:`_store_fused` from logs log μ_γ already in ``lxn``/``lxe`` (the line search's
-    last evaluation, ``dual.search``'s ``settle``): the same stores and entropy, with the
-    same logs, and no log computed here."""
-    TK = T * K
-    KK = K * K
-    n_e = (T - 1) * KK
-    dst_n, dst_e = _stored_rows(mu_n, mu_e, s, es, T, K)
-    for j in range(TK):
-        xn[j] = mn[j] + gamma * dn[j]
-        v = lxn[j]
-        dst_n[j] = v if v < 0.0 else 0.0
-    H = 0.0
-    for k in range(K):
-        H -= xn[k] * lxn[k]
-    expand_rows(lxn, T, K, rows)
-    acc = 0.0
-    for j in range(n_e):
-        x = me[j] + gamma * de[j]
-        lx = lxe[j]
-        dst_e[j] = lx if lx < 0.0 else 0.0
-        acc += x * (lx - rows[j])
-    return H - acc
-
-
 @jit(inline=True)
-def store_mixture(mu_n, mu_e, sc, s, es, T, K, gamma, kept=False):
+def store_mixture(mu_n, mu_e, sc, s, es, T, K, gamma):
     """Store μ_γ = μ_i + γδ as logs in rows ``s``/``es`` (clipped at 0; exact at γ ∈ {0, 1})
     and return H̃(μ_γ): one fused pass, or the log-space tables when some entry of μ_γ is
-    tiny (:func:`mix_tables`). ``kept``: ``sc.lxn``/``sc.lxe`` already hold log μ_γ (the
-    line search's last evaluation), which are stored without computing a log."""
-    if kept:
-        return _store_kept(
-            gamma,
-            T,
-            K,
-            sc.mn_f,
-            sc.dn_f,
-            sc.me_f,
-            sc.de_f,
-            sc.xn_f,
-            sc.lxn_f,
-            sc.lxe_f,
-            sc.xe_f,
-            mu_n,
-            mu_e,
-            s,
-            es,
-        )
+    tiny (:func:`mix_tables`)."""
     h_new, bad = _store_fused(
         gamma,
         T,

@@ -57,15 +57,14 @@ _NO_SEGMENT = np.zeros((3, 0))
 
 
 @jit(fastmath=True)
-def _derivatives_fused(gamma, lna, T, K, mn, dn, lnun, xn, me, de, lnue, ratio, keep, lxn, lxe):
+def _derivatives_fused(gamma, lna, T, K, mn, dn, lnun, xn, me, de, lnue, ratio):
     """(f'(γ), f''(γ), bad) of :func:`derivatives` in one pass over the flat tables.
 
     μ_γ = μ + γδ and its log are formed entry by entry (``log_scalar``, inlined, so the
-    loop vectorizes) and summed at once; the node entries μ_γ (``xn``) and the rows'
-    δ_k/μ_k repeated per edge entry (``ratio``) are written, and with ``keep`` the logs
-    too (``lxn``, ``lxe``: every node and edge entry, what storing μ_γ needs). ``bad``
-    counts entries μ_γ ≤ TINY (or NaN), where the log must come from log space: the
-    caller then discards the sums and takes the table path.
+    loop vectorizes) and summed at once; only the node entries μ_γ (``xn``) and the
+    rows' δ_k/μ_k repeated per edge entry (``ratio``) are written. ``bad`` counts
+    entries μ_γ ≤ TINY (or NaN), where the log must come from log space: the caller
+    then discards the sums and takes the table path.
     """
     TK = T * K
     bad = 0
@@ -77,9 +76,6 @@ def _derivatives_fused(gamma, lna, T, K, mn, dn, lnun, xn, me, de, lnue, ratio, 
         return 0.0, 0.0, bad
     d1 = -lna * gamma
     d2 = -lna
-    if keep:
-        for j in range(TK):
-            lxn[j] = log_scalar(xn[j])
     if T == 1:
         for k in range(K):
             dk = dn[k]
@@ -104,10 +100,7 @@ def _derivatives_fused(gamma, lna, T, K, mn, dn, lnun, xn, me, de, lnue, ratio, 
         dkl = de[j]
         x = me[j] + gamma * dkl
         bad += 0 if x > TINY else 1
-        lx = log_scalar(x)
-        if keep:  # loop-invariant: LLVM keeps a vectorized loop for each branch
-            lxe[j] = lx
-        term = dkl * (lnue[j] - lx)
+        term = dkl * (lnue[j] - log_scalar(x))
         acc1 += term if dkl != 0.0 else 0.0
         r = dkl - ratio[j] * x
         # a tiny x makes the caller discard these sums; the guard keeps the uncompiled
@@ -117,7 +110,7 @@ def _derivatives_fused(gamma, lna, T, K, mn, dn, lnun, xn, me, de, lnue, ratio, 
 
 
 @jit(fastmath=True, inline=True)
-def derivatives(gamma, sc, T, K, lna, keep=False):
+def derivatives(gamma, sc, T, K, lna):
     """f'(γ) and f''(γ) of the block objective f(γ) = H̃(μ_γ) - λn/2 (γ²a + 2γb).
 
     f'(γ) = ⟨δ, log ν - log μ_γ⟩_tree - λnγa and f''(γ) = -(Fisher information of μ_γ
@@ -127,7 +120,6 @@ def derivatives(gamma, sc, T, K, lna, keep=False):
 
     One fused pass (:func:`_derivatives_fused`) unless some entry of μ_γ is tiny; then
     the tables x, log x are formed (``mix_tables``, log space where tiny) and summed.
-    With ``keep``, ``sc.lxn``/``sc.lxe`` hold log μ_γ afterwards either way.
     """
     d1, d2, bad = _derivatives_fused(
         gamma,
@@ -142,9 +134,6 @@ def derivatives(gamma, sc, T, K, lna, keep=False):
         sc.de_f,
         sc.lnue_f,
         sc.xe_f,
-        keep,
-        sc.lxn_f,
-        sc.lxe_f,
     )
     if bad == 0:
         return d1, d2
@@ -203,28 +192,27 @@ def _derivatives_tables(gamma, sc, T, K, lna):
 
 
 @jit(inline=True)
-def prox_derivatives(gamma, sc, T, K, lam_n, seg, m, tau, keep=False):
+def prox_derivatives(gamma, sc, T, K, lam_n, seg, m, tau):
     """f'(γ), f''(γ) of the prox block objective f(γ) = H̃(μ_γ) - λn ψ(γ) (§3.14).
 
     The entropy part is :func:`derivatives` with no quadratic term; ⟨δ, log ν⟩_tree =
     -λn⟨w, v⟩ still holds (ν = ν(w), w the thresholded weights), so the linear term is
     replaced by -λn (φ(γ) - φ(0)) with φ(0) = 0.
     """
-    d1, d2 = derivatives(gamma, sc, T, K, 0.0, keep)
+    d1, d2 = derivatives(gamma, sc, T, K, 0.0)
     phi, curv = segment_slope(gamma, seg, m, tau)
     return d1 - lam_n * phi, d2 - lam_n * curv
 
 
 @jit(inline=True)
-def _newton_step(x, lo, hi, sc, T, K, lna, seg, m, tau, keep):
+def _newton_step(x, lo, hi, sc, T, K, lna, seg, m, tau):
     """One evaluation of f', f'' at x: the Newton step f'/f'' and the bracket [lo, hi]
     tightened by the sign of f'(x) (f' < 0 left of the root). ``lna`` is λna, or λn for
-    the prox objective (τ > 0, segment ``seg[:, :m]``); ``keep``: log μ_x left in
-    ``sc.lxn``/``sc.lxe``."""
+    the prox objective (τ > 0, segment ``seg[:, :m]``)."""
     if tau > 0.0:
-        u, curv = prox_derivatives(x, sc, T, K, lna, seg, m, tau, keep)
+        u, curv = prox_derivatives(x, sc, T, K, lna, seg, m, tau)
     else:
-        u, curv = derivatives(x, sc, T, K, lna, keep)
+        u, curv = derivatives(x, sc, T, K, lna)
     if u < 0.0:
         lo = x
     else:
@@ -233,45 +221,34 @@ def _newton_step(x, lo, hi, sc, T, K, lna, seg, m, tau, keep):
 
 
 @jit
-def newton_line_search(x0, sub_precision, max_iter, u0, lna, sc, T, K, settle=False):
+def newton_line_search(x0, sub_precision, max_iter, u0, lna, sc, T, K):
     """Safeguarded Newton–bisection on f' over [0, 1] (Press et al. §9.4 "rtsafe", §3.2).
 
     The root is bracketed: f'(0) = g_i + r_i ≥ 0 (``u0``) and f'(1) = -λna ≤ 0 (``lna``
-    = λna). Returns (γ, derivative evaluations, whether the cap ``max_iter`` was hit,
-    whether ``sc.lxn``/``sc.lxe`` hold log μ_γ). With ``settle`` the search ends at an
-    evaluated point once the Newton step from it is below ``sub_precision``, and keeps
-    that evaluation's logs for the store (see :func:`_rtsafe`).
+    = λna). Returns (γ, derivative evaluations, whether the cap ``max_iter`` was hit).
     """
     if u0 <= 0.0:
-        return 0.0, 0, False, False
+        return 0.0, 0, False
     if lna <= 0.0:
-        return 1.0, 0, False, False
-    return _rtsafe(x0, sub_precision, max_iter, lna, sc, T, K, _NO_SEGMENT, 0, 0.0, settle)
+        return 1.0, 0, False
+    return _rtsafe(x0, sub_precision, max_iter, lna, sc, T, K, _NO_SEGMENT, 0, 0.0)
 
 
 @jit
-def prox_line_search(x0, sub_precision, max_iter, u0, lam_n, sc, T, K, seg, m, tau, settle=False):
+def prox_line_search(x0, sub_precision, max_iter, u0, lam_n, sc, T, K, seg, m, tau):
     """:func:`newton_line_search` on the prox block objective (§3.14): bracketed since
     f'(0) = g_i + r_i ≥ 0 and f'(1) = -λn φ(1) ≤ 0 (S_τ is monotone); f'' jumps where a
     coordinate crosses ±τ, which the bisection safeguard absorbs."""
     if u0 <= 0.0:
-        return 0.0, 0, False, False
+        return 0.0, 0, False
     if m == 0:  # ψ ≡ 0: f' decreases to f'(1) = 0, the maximum is at γ = 1
-        return 1.0, 0, False, False
-    return _rtsafe(x0, sub_precision, max_iter, lam_n, sc, T, K, seg, m, tau, settle)
+        return 1.0, 0, False
+    return _rtsafe(x0, sub_precision, max_iter, lam_n, sc, T, K, seg, m, tau)
 
 
 @jit
-def _rtsafe(x0, sub_precision, max_iter, lna, sc, T, K, seg, m, tau, settle):
-    """The bracketed Newton–bisection loop of both searches (f'(0) > 0 > f'(1) checked).
-
-    rtsafe returns the point its last step reached, which it has not evaluated, once
-    that step is below ``sub_precision``. With ``settle`` it returns the evaluated point
-    instead, once the Newton step from it is below ``sub_precision``: that point is
-    within the same tolerance of the root (f is concave, so the root lies within about
-    one Newton step), and its logs, kept by the evaluation, spare the store a log per
-    entry (docs/algorithms.md §3.2, "settle").
-    """
+def _rtsafe(x0, sub_precision, max_iter, lna, sc, T, K, seg, m, tau):
+    """The bracketed Newton–bisection loop of both searches (f'(0) > 0 > f'(1) checked)."""
     evals = 0
     lo = 1.0  # f'(lo) < 0
     hi = 0.0  # f'(hi) > 0
@@ -281,11 +258,9 @@ def _rtsafe(x0, sub_precision, max_iter, lna, sc, T, K, seg, m, tau, settle):
     # Tighten the bracket with the first evaluation too (rtsafe and REF do not; it only
     # saves a re-evaluation at the midpoint when the first Newton step is rejected, in
     # 0.3-0.6 % of OCR's searches: docs/algorithms.md §7.14).
-    newton, lo, hi = _newton_step(x, lo, hi, sc, T, K, lna, seg, m, tau, settle)
+    newton, lo, hi = _newton_step(x, lo, hi, sc, T, K, lna, seg, m, tau)
     evals += 1
     for _ in range(max_iter):
-        if settle and abs(newton) < sub_precision:
-            return x, evals, False, True
         cand = x - newton
         a_ = lo if lo < hi else hi
         b_ = hi if lo < hi else lo
@@ -298,10 +273,10 @@ def _rtsafe(x0, sub_precision, max_iter, lna, sc, T, K, seg, m, tau, settle):
             dx_prev = 0.5 * (hi - lo)
             x = lo + dx_prev
         if abs(dx_prev) < sub_precision:
-            return x, evals, False, False
-        newton, lo, hi = _newton_step(x, lo, hi, sc, T, K, lna, seg, m, tau, settle)
+            return x, evals, False
+        newton, lo, hi = _newton_step(x, lo, hi, sc, T, K, lna, seg, m, tau)
         evals += 1
-    return x, evals, True, False
+    return x, evals, True
 
 
 @jit(inline=True)

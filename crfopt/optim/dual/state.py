@@ -86,13 +86,6 @@ PARAMETERS: dict[str, Param] = {
     "max_line_search": Param(
         100, int, "derivative evaluations before the line search gives up (§3.2)", low=1
     ),
-    "settle": Param(
-        False,
-        bool,
-        "end the Newton search at its last evaluation once the step from it is below "
-        "sub_precision, and store μ_γ from that evaluation's logs (§3.2); false: "
-        "rtsafe's next, unevaluated point",
-    ),
     "init": Param("gibbs", str, "dual initialization (§3.1, §7.2)", choices=INITIALIZATIONS),
     "init_score": Param(
         10.0, float, "c of the gibbs initialization (REF, = SBA15's OEG-10)", low=0.0
@@ -219,11 +212,10 @@ def move_w(data, st, i, gamma, a, b, E_loc, trans_loc, tau):
 
 
 @jit(inline=True)
-def commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_loc, tau, kept=False):
-    """μ_i ← (1-γ) μ_i + γ ν_i (stored as logs, exact at γ ∈ {0, 1}), w += γv, totals.
-    ``kept``: the scratch holds log μ_γ already (``blocks.store_mixture``)."""
+def commit(data, st, sc, i, T, K, gamma, a, b, E_loc, trans_loc, tau):
+    """μ_i ← (1-γ) μ_i + γ ν_i (stored as logs, exact at γ ∈ {0, 1}), w += γv, totals."""
     s = data.offsets[i]
-    h_new = blocks.store_mixture(st.mu_n, st.mu_e, sc, s, s - i, T, K, gamma, kept)
+    h_new = blocks.store_mixture(st.mu_n, st.mu_e, sc, s, s - i, T, K, gamma)
     move_w(data, st, i, gamma, a, b, E_loc, trans_loc, tau)
     st.entropy_sum[0] += h_new - st.entropies[i]
     st.entropies[i] = h_new
