@@ -38,9 +38,10 @@ def table(problem: str, df) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for r in df.itertuples():
+        verdict = "yes" if r.within else ("below (faster)" if r.not_worse else "**above**")
         lines.append(
             f"| | {r.passes:g} | {r.old_min:.3e} | {r.old_median:.3e} | {r.old_max:.3e} | "
-            f"{r.new_median:.3e} | {'yes' if r.within else '**no**'} |"
+            f"{r.new_median:.3e} | {verdict} |"
         )
     return lines
 
