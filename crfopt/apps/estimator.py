@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from crfopt.apps.model import Model
+from crfopt.apps.model import Model, split_labels
 from crfopt.core.problem import CRFProblem
 from crfopt.data.vocabulary import Vocabulary
 from crfopt.kernels.arrays import Sequences
@@ -679,29 +679,15 @@ class CRF(_Base):
     def _labels(self) -> list[Any]:
         return list(getattr(self, "classes_", None) or self._check_fitted().labels)
 
-    def _problem(self, X: Sequence[Sequence[Any]]) -> tuple[CRFProblem, np.ndarray]:
-        """``X`` as a problem over the model's dictionaries, and its token counts."""
-        model = self._check_fitted()
-        vocab = Vocabulary(model.attributes, frozen=True)
-        lengths, indptr, indices, values, _ = _encode(X, vocab)
-        problem = model.problem_for(indptr, indices, values, lengths)
-        return problem, lengths
-
     def predict(self, X: Iterable[Iterable[Any]]) -> list[list[Any]]:
         """Most probable label sequence of every sentence (Viterbi)."""
         model = self._check_fitted()
         X = _sentences(X)
         if not X:
             return []
-        vocab = Vocabulary(model.attributes, frozen=True)
-        lengths, indptr, indices, values, _ = _encode(X, vocab)
+        lengths, indptr, indices, values, _ = _encode(X, model.vocabulary())
         ids = model.viterbi(indptr, indices, values, lengths)
-        labels = self._labels()
-        out, pos = [], 0
-        for T in lengths:
-            out.append([labels[k] for k in ids[pos : pos + T]])
-            pos += int(T)
-        return out
+        return split_labels(ids, lengths, self._labels())
 
     def predict_single(self, xseq: Iterable[Any]) -> list[Any]:
         """The Viterbi labels of one sentence."""
@@ -709,20 +695,17 @@ class CRF(_Base):
 
     def predict_marginals(self, X: Iterable[Iterable[Any]]) -> list[list[dict[Any, float]]]:
         """P(y_t = label | x) of every token: per sentence a list of {label: probability}."""
-        from crfopt.bench.evaluator import Evaluator
-
         model = self._check_fitted()
         X = _sentences(X)
         if not X:
             return []
-        problem, lengths = self._problem(X)
-        mu, _ = Evaluator(problem).model_marginals(model.weights_for(problem))
-        probs = np.exp(mu.log_nodes)
+        lengths, indptr, indices, values, _ = _encode(X, model.vocabulary())
+        rows = model.node_marginals(indptr, indices, values, lengths).tolist()
         labels = self._labels()
         out, pos = [], 0
-        for T in lengths:
-            out.append([dict(zip(labels, map(float, p))) for p in probs[pos : pos + T]])
-            pos += int(T)
+        for T in lengths.tolist():
+            out.append([dict(zip(labels, p)) for p in rows[pos : pos + T]])
+            pos += T
         return out
 
     def predict_marginals_single(self, xseq: Iterable[Any]) -> list[dict[Any, float]]:

@@ -125,7 +125,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _merge_duplicates(
+def merge_duplicates(
     indptr: np.ndarray, indices: np.ndarray, values: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sort ids within each token and sum duplicates (docs/algorithms.md §1.1 [choice]).
@@ -263,7 +263,7 @@ def build_kernel_data(
         new_idx[cursor[last]] = A + 2
         new_val[cursor[last]] = 1.0
         indptr, indices, values = new_ptr, new_idx, new_val
-    indptr, indices32, values = _merge_duplicates(indptr, indices, values)
+    indptr, indices32, values = merge_duplicates(indptr, indices, values)
 
     # Per-sequence supports: distinct attributes of each sequence and the local index
     # of every stored entry (docs/algorithms.md §1.5, gradient restricted to active columns).
