@@ -17,7 +17,10 @@ key             type                           content
 =============== ============================== =========================================
 
 Text is stored as UTF-8 bytes rather than NumPy string arrays so that a million
-attribute names cost their length, not a million times the longest one.
+attribute names cost their length, not a million times the longest one. The emission is
+written attribute-major (``fortran_order`` in its ``.npy`` header), the order in which a
+tagger reads it; files written row-major are read as well. :meth:`Model.save` leaves out
+the attributes whose weights are all zero unless ``prune=False`` (:meth:`Model.pruned`).
 
 Reading is bounded: before any entry is decompressed, the archive's entry names, the
 uncompressed sizes it declares and each ``.npy`` header (dtype, shape) are checked
@@ -558,25 +561,15 @@ class Model:
     ) -> tuple[np.ndarray, ...]:
         """The decode kernels' arguments (crfopt.kernels.decode) for sequences given as a
         CSR over their tokens, checked as a problem would check them."""
-        from crfopt.kernels.arrays import merge_duplicates
+        from crfopt.kernels.arrays import checked_rows, merge_duplicates
 
         lengths = np.asarray(lengths, dtype=np.int64)
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        indptr = np.asarray(indptr, dtype=np.int64)
-        indices = np.asarray(indices, dtype=np.int64)
-        values = np.asarray(values, dtype=np.float64)
-        N, A = int(offsets[-1]), len(self.attributes)
         if len(lengths) and lengths.min() < 1:
             raise ValueError("every sequence must have at least one token")
-        if indptr.shape != (N + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
-            raise ValueError("indptr must be non-decreasing, start at 0 and have N+1 entries")
-        if indptr[-1] != len(indices) or len(values) != len(indices):
-            raise ValueError("indptr[-1], len(indices) and len(values) must agree")
-        if len(indices) and (indices.min() < 0 or indices.max() >= A):
-            raise ValueError(f"attribute ids must lie in 0..{A - 1}")
-        if not np.all(np.isfinite(values)):
-            raise ValueError("attribute values must be finite")
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        N, A = int(offsets[-1]), len(self.attributes)
+        indptr, indices, values = checked_rows(indptr, indices, values, N, A)
         # an attribute listed twice in a token counts once with the summed value, as in
         # a problem's kernel data (so both decode the same scores)
         indptr, indices, values = merge_duplicates(indptr, indices, values)

@@ -82,20 +82,6 @@ if JIT_ENABLED:
     _NJIT = {"cache": True, "nogil": True, "error_model": "numpy"}
 
     @numba.njit(**_NJIT)
-    def _chunk_bounds(offsets, n_chunks):
-        """Sequence indices cutting the batch into chunks of about equal tokens."""
-        n = offsets.shape[0] - 1
-        total = offsets[n]
-        n_chunks = max(1, min(n, n_chunks))
-        bounds = np.empty(n_chunks + 1, dtype=np.int64)
-        bounds[0] = 0
-        for c in range(1, n_chunks):
-            b = np.searchsorted(offsets, (total * c) // n_chunks)
-            bounds[c] = min(max(b, bounds[c - 1]), n)
-        bounds[n_chunks] = n
-        return bounds
-
-    @numba.njit(**_NJIT)
     def _chunk_unary(offsets, indptr, indices, values, emission, bias, i_lo, i_hi, theta):
         """θ of the tokens of sequences i_lo..i_hi-1 into ``theta`` (row 0: their first)."""
         K = emission.shape[1]
@@ -125,20 +111,27 @@ if JIT_ENABLED:
                         for k in range(K):
                             row[k] += bias[k, 2]
 
+    @numba.njit(**_NJIT)
+    def _chunk_scores(offsets, indptr, indices, values, emission, bias, bounds, ch):
+        """(first sequence, end sequence, first token, θ of its tokens) of chunk ``ch``."""
+        i_lo = bounds[ch]
+        i_hi = bounds[ch + 1]
+        r0 = offsets[i_lo]
+        theta = np.empty((offsets[i_hi] - r0, emission.shape[1]))
+        _chunk_unary(offsets, indptr, indices, values, emission, bias, i_lo, i_hi, theta)
+        return i_lo, i_hi, r0, theta
+
     @numba.njit(parallel=True, **_NJIT)
     def viterbi(offsets, indptr, indices, values, emission, bias, transition, out):
         """Viterbi labels (ties: the smallest label) of every token into ``out``."""
         K = emission.shape[1]
-        bounds = _chunk_bounds(offsets, CHUNKS)
+        bounds = _chain._chunk_bounds(offsets, CHUNKS)  # of about equal tokens
         for ch in numba.prange(bounds.shape[0] - 1):
-            i_lo = bounds[ch]
-            i_hi = bounds[ch + 1]
-            r0 = offsets[i_lo]
-            theta = np.empty((offsets[i_hi] - r0, K))
-            _chunk_unary(offsets, indptr, indices, values, emission, bias, i_lo, i_hi, theta)
+            i_lo, i_hi, r0, theta = _chunk_scores(
+                offsets, indptr, indices, values, emission, bias, bounds, ch
+            )
             for i in range(i_lo, i_hi):
-                s = offsets[i]
-                e = offsets[i + 1]
+                s, e = offsets[i], offsets[i + 1]
                 if e > s:
                     _chain.chain_viterbi(theta[s - r0 : e - r0], transition, e - s, K, out[s:e])
 
@@ -147,17 +140,14 @@ if JIT_ENABLED:
         """P(y_t = k | x) of every token into ``nodes`` (N × K), by scaled forward–backward
         (log space for a sequence whose scores span too much, as the oracle)."""
         K = emission.shape[1]
-        bounds = _chunk_bounds(offsets, CHUNKS)
+        bounds = _chain._chunk_bounds(offsets, CHUNKS)
         for ch in numba.prange(bounds.shape[0] - 1):
-            i_lo = bounds[ch]
-            i_hi = bounds[ch + 1]
-            r0 = offsets[i_lo]
-            theta = np.empty((offsets[i_hi] - r0, K))
+            i_lo, i_hi, r0, theta = _chunk_scores(
+                offsets, indptr, indices, values, emission, bias, bounds, ch
+            )
             edge_sum = np.zeros((K, K))  # the pairwise sums come along; not needed here
-            _chunk_unary(offsets, indptr, indices, values, emission, bias, i_lo, i_hi, theta)
             for i in range(i_lo, i_hi):
-                s = offsets[i]
-                e = offsets[i + 1]
+                s, e = offsets[i], offsets[i + 1]
                 if e > s:
                     _chain.chain_marginal_sums(
                         theta[s - r0 : e - r0], transition, e - s, K, nodes[s:e], edge_sum
