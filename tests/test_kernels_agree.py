@@ -483,11 +483,14 @@ def test_local_sums_agree_to_the_last_bit_for_every_label_count(K):
 
 @needs_jit
 @pytest.mark.parametrize("bias", [True, False])
-def test_decode_twins_agree(bias):
+@pytest.mark.parametrize("parallel_from", [0, 10**9])  # numba's threads, the caller's
+def test_decode_twins_agree(bias, parallel_from, monkeypatch):
     """crfopt/kernels/decode.py, compiled and NumPy: the same Viterbi labels and node
     marginals of a batch whose sequences are partly scaled, partly in log space (one
     large weight on an attribute some tokens have), with real-valued attributes."""
     from crfopt.kernels import decode
+
+    monkeypatch.setattr(decode, "PARALLEL_FROM", parallel_from)
 
     rng = np.random.default_rng(21 + bias)
     K, A, n = 6, 30, 70

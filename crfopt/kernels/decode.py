@@ -19,7 +19,8 @@ attribute: the transpose of :attr:`crfopt.Model.emission`), ``bias`` (K × 3: co
 first, last; K × 0 for a model without the bias block) and ``transition`` (K × K, row:
 label at t, column: at t+1).
 
-Every function exists twice, compiled (numba, parallel over chunks of about equal tokens)
+Every function exists twice, compiled (numba: on numba's threads over chunks of about
+equal tokens for batches of ``PARALLEL_FROM`` tokens or more, on the calling thread below)
 and in NumPy (``*_numpy``, used when ``CRFOPT_DISABLE_JIT=1``); ``viterbi`` and
 ``node_marginals`` are the ones the JIT switch selects. tests/test_kernels_agree.py holds
 the two to each other.
@@ -35,6 +36,10 @@ from crfopt.kernels.jit import JIT_ENABLED
 #: Chunks of about equal tokens a batch is cut into (enough for a dynamic schedule to
 #: even out two threads; each chunk allocates its own score table).
 CHUNKS = 32
+#: Batches of fewer tokens are decoded on the calling thread: waking numba's threads
+#: cost more than decoding a sentence (a per-sentence predict loop on 2 threads took
+#: 16 ms a sentence on the loaded 2-core machine, 2 ms on one).
+PARALLEL_FROM = 4096
 
 
 def _unary_numpy(offsets, indptr, indices, values, emission, bias):
@@ -112,46 +117,68 @@ if JIT_ENABLED:
                             row[k] += bias[k, 2]
 
     @numba.njit(**_NJIT)
-    def _chunk_scores(offsets, indptr, indices, values, emission, bias, bounds, ch):
-        """(first sequence, end sequence, first token, θ of its tokens) of chunk ``ch``."""
-        i_lo = bounds[ch]
-        i_hi = bounds[ch + 1]
+    def _viterbi_chunk(
+        offsets, indptr, indices, values, emission, bias, transition, out, i_lo, i_hi
+    ):
+        K = emission.shape[1]
         r0 = offsets[i_lo]
-        theta = np.empty((offsets[i_hi] - r0, emission.shape[1]))
+        theta = np.empty((offsets[i_hi] - r0, K))
         _chunk_unary(offsets, indptr, indices, values, emission, bias, i_lo, i_hi, theta)
-        return i_lo, i_hi, r0, theta
+        for i in range(i_lo, i_hi):
+            s, e = offsets[i], offsets[i + 1]
+            if e > s:
+                _chain.chain_viterbi(theta[s - r0 : e - r0], transition, e - s, K, out[s:e])
+
+    @numba.njit(**_NJIT)
+    def _marginals_chunk(
+        offsets, indptr, indices, values, emission, bias, transition, nodes, i_lo, i_hi
+    ):
+        K = emission.shape[1]
+        r0 = offsets[i_lo]
+        theta = np.empty((offsets[i_hi] - r0, K))
+        edge_sum = np.zeros((K, K))  # the pairwise sums come along; not needed here
+        _chunk_unary(offsets, indptr, indices, values, emission, bias, i_lo, i_hi, theta)
+        for i in range(i_lo, i_hi):
+            s, e = offsets[i], offsets[i + 1]
+            if e > s:
+                _chain.chain_marginal_sums(
+                    theta[s - r0 : e - r0], transition, e - s, K, nodes[s:e], edge_sum
+                )
 
     @numba.njit(parallel=True, **_NJIT)
-    def viterbi(offsets, indptr, indices, values, emission, bias, transition, out):
-        """Viterbi labels (ties: the smallest label) of every token into ``out``."""
-        K = emission.shape[1]
+    def _viterbi_parallel(offsets, indptr, indices, values, emission, bias, transition, out):
         bounds = _chain._chunk_bounds(offsets, CHUNKS)  # of about equal tokens
         for ch in numba.prange(bounds.shape[0] - 1):
-            i_lo, i_hi, r0, theta = _chunk_scores(
-                offsets, indptr, indices, values, emission, bias, bounds, ch
-            )
-            for i in range(i_lo, i_hi):
-                s, e = offsets[i], offsets[i + 1]
-                if e > s:
-                    _chain.chain_viterbi(theta[s - r0 : e - r0], transition, e - s, K, out[s:e])
+            _viterbi_chunk(
+                offsets, indptr, indices, values, emission, bias, transition, out,
+                bounds[ch], bounds[ch + 1],
+            )  # fmt: skip
 
     @numba.njit(parallel=True, **_NJIT)
+    def _marginals_parallel(offsets, indptr, indices, values, emission, bias, transition, nodes):
+        bounds = _chain._chunk_bounds(offsets, CHUNKS)
+        for ch in numba.prange(bounds.shape[0] - 1):
+            _marginals_chunk(
+                offsets, indptr, indices, values, emission, bias, transition, nodes,
+                bounds[ch], bounds[ch + 1],
+            )  # fmt: skip
+
+    def viterbi(offsets, indptr, indices, values, emission, bias, transition, out):
+        """Viterbi labels (ties: the smallest label) of every token into ``out``."""
+        args = (offsets, indptr, indices, values, emission, bias, transition, out)
+        if offsets[-1] < PARALLEL_FROM:
+            _viterbi_chunk(*args, 0, len(offsets) - 1)
+        else:
+            _viterbi_parallel(*args)
+
     def node_marginals(offsets, indptr, indices, values, emission, bias, transition, nodes):
         """P(y_t = k | x) of every token into ``nodes`` (N × K), by scaled forward–backward
         (log space for a sequence whose scores span too much, as the oracle)."""
-        K = emission.shape[1]
-        bounds = _chain._chunk_bounds(offsets, CHUNKS)
-        for ch in numba.prange(bounds.shape[0] - 1):
-            i_lo, i_hi, r0, theta = _chunk_scores(
-                offsets, indptr, indices, values, emission, bias, bounds, ch
-            )
-            edge_sum = np.zeros((K, K))  # the pairwise sums come along; not needed here
-            for i in range(i_lo, i_hi):
-                s, e = offsets[i], offsets[i + 1]
-                if e > s:
-                    _chain.chain_marginal_sums(
-                        theta[s - r0 : e - r0], transition, e - s, K, nodes[s:e], edge_sum
-                    )
+        args = (offsets, indptr, indices, values, emission, bias, transition, nodes)
+        if offsets[-1] < PARALLEL_FROM:
+            _marginals_chunk(*args, 0, len(offsets) - 1)
+        else:
+            _marginals_parallel(*args)
 
 else:
     viterbi = viterbi_numpy
