@@ -167,16 +167,18 @@ def crfsuite_items(strings: list[list[str]]) -> list[list[str]]:
 
 def feature_dicts(items: list[list[str]]) -> list[dict[str, Any]]:
     """The same items as sklearn-crfsuite feature dicts: ``w[0]:the`` is ``{"w[0]":
-    "the"}``, a boolean attribute or a bias name ``{name: 1.0}``."""
+    "the"}``, a boolean attribute or a bias name ``{name: 1.0}``. The keys are interned,
+    as the string literals of a feature function are; the values are strings of their
+    own, as ``word.lower()`` makes them."""
     out = []
     for tok in items:
         d: dict[str, Any] = {}
         for name in tok:
             head, sep, rest = name.partition(":")
             if sep:
-                d[head] = rest
+                d[sys.intern(head)] = rest
             else:
-                d[name] = 1.0
+                d[sys.intern(name)] = 1.0
         out.append(d)
     return out
 

@@ -158,7 +158,12 @@ def _random_corpus(rng, n_sent, *, flat):
 
 @pytest.mark.parametrize("flat", [True, False], ids=["flat", "mixed"])
 @pytest.mark.parametrize("seed", range(4))
-def test_fast_encode_matches_the_one_at_a_time_rule(seed, flat):
+@pytest.mark.parametrize("table", [True, False], ids=["table", "sort"])
+def test_fast_encode_matches_the_one_at_a_time_rule(seed, flat, table, monkeypatch):
+    from crfopt.apps import estimator
+
+    if not table:  # the pairs numbered by a sort, as for inputs with many keys and values
+        monkeypatch.setattr(estimator, "PAIR_TABLE_SLOTS", -(10**9))
     rng = np.random.default_rng(seed)
     train = _random_corpus(rng, 60, flat=flat)
     test = _random_corpus(rng, 30, flat=flat)
