@@ -340,13 +340,25 @@ def speed(model, cs_path: Path, test_path: Path, rounds: int) -> dict[str, Any]:
         abs(sum(d.values()) - 1.0) for s in outputs["crfsuite marginals"] for d in s
     )  # CRFsuite's marginals are probabilities too
 
+    # one sentence per call, as sklearn-crfsuite users often tag: the whole call timed
+    def one_at_a_time(tag: Any) -> float:
+        t0 = pc()
+        for x in X:
+            tag(x)
+        return pc() - t0
+
+    single = {"crfsuite": tagger.tag, "crfopt": est.predict_single}
     per_round: dict[str, list[tuple[float, float]]] = {f"{n}|{k}": [] for n, k in keys}
+    per_sentence: dict[str, list[float]] = {"crfsuite": [], "crfopt": []}
     loads = [os.getloadavg()[0]]
     for _ in range(rounds):
         for name, k in keys:
             _threads(k)
             _, feat, dec = runs[name][0]()
             per_round[f"{name}|{k}"].append((feat, dec))
+        _threads(1)
+        for tool, tag in single.items():
+            per_sentence[tool].append(one_at_a_time(tag))
         loads.append(os.getloadavg()[0])
     numba.set_num_threads(before)
 
@@ -387,6 +399,13 @@ def speed(model, cs_path: Path, test_path: Path, rounds: int) -> dict[str, Any]:
         "rows": rows,
         "ratios": ratios,
         "one_time": one_time,
+        # tokens/s of CRF.predict_single / Tagger.tag called once per sentence, 1 thread
+        "per_sentence": {
+            **{tool: N / min(t) for tool, t in per_sentence.items()},
+            "ratio": statistics.median(
+                a / b for a, b in zip(per_sentence["crfsuite"], per_sentence["crfopt"])
+            ),
+        },
         "accuracy": accuracy,
         "crfopt_crfsuite_agreement": agree,
         "crfsuite_marginal_sum_error": marg_sum,
@@ -511,6 +530,7 @@ def measure(
             problem = crfopt.load_problem(name)
             models: dict[str, dict[str, Any]] = {}
             for kind in ("l2", "l1"):
+                print(f"tagging: training crfopt's {kind} model on {name}", flush=True)
                 model, seconds = crfopt_model(problem, kind)
                 cs_path, cs_info = crfsuite_model(problem, kind, retrain_crfsuite)
                 models[kind] = {"crfopt": model, "crfsuite": cs_path, "crfsuite_info": cs_info}
@@ -522,9 +542,11 @@ def measure(
             del problem
             test_path = test_file(name)
             if name == SPEED_PROBLEM:
+                print(f"tagging: speed on {name}, {rounds} rounds", flush=True)
                 out["speed"] = speed(
                     models["l2"]["crfopt"], models["l2"]["crfsuite"], test_path, rounds
                 )
+            print(f"tagging: model files and tagger processes on {name}", flush=True)
             out["memory"][name] = memory(name, models, test_path, Path(tmp))
     return out
 

@@ -242,6 +242,7 @@ def fake_result(machine: str) -> dict:
                     **{"crfopt_encoder_tables_s": 0.2, "crfopt_vocabulary_s": 0.3},
                 },
                 "accuracy": {"crfopt": 0.955, "crfsuite": 0.951},
+                "per_sentence": {"crfopt": 30000.0, "crfsuite": 60000.0, "ratio": 0.5},
                 "crfopt_crfsuite_agreement": 0.98,
                 "crfsuite_marginal_sum_error": 1e-15,
                 "load_1min_rounds": [0.5, 0.6, 0.7, 0.8],
@@ -361,6 +362,7 @@ def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
         row("| CRFsuite | 25,000 | 100,000 |") == "| CRFsuite | 25,000 | 100,000 | 20,000 | 1 | |"
     )
     assert "CRFsuite opens its file in 0.012 s" in text
+    assert "crfopt 30,000 tokens/s, CRFsuite 60,000, **0.50×** (no target" in text
     assert "crfopt 95.50 %, CRFsuite 95.10 %" in text and "0.50, 0.60, 0.70, 0.80." in text
     # the memory table: files (pruned, unpruned), attributes, both taggers' peaks
     assert row("| CoNLL-2000, ℓ1 + ℓ2 |") == (
