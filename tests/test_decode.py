@@ -120,6 +120,7 @@ def test_pruning_keeps_every_prediction_and_marginal(tmp_path):
     assert small.predict(X) == whole.predict(X) == crf.predict(X)
     assert small.predict_marginals(X) == whole.predict_marginals(X) == crf.predict_marginals(X)
     assert full.pruned().pruned().attributes == small.model_.attributes
+    assert small.model_.emission.flags.f_contiguous
     assert small.model_.pruned() is small.model_  # nothing left to prune
 
 
@@ -160,8 +161,11 @@ def test_models_load_in_either_memory_order_and_pickle_without_their_tables(tmp_
     back = Model.load(c_order.save(tmp_path / "c.crfopt", prune=False))
     np.testing.assert_array_equal(back.emission, model.emission)
     assert back.emission.flags.f_contiguous
-    model.vocabulary()
+    assert model.vocabulary() is model.vocabulary()  # built once
     assert "_lookup_cache" in model.__dict__
     clone = pickle.loads(pickle.dumps(model))
     assert "_lookup_cache" not in clone.__dict__
     assert clone.vocabulary()["x0"] == 0
+    # a new attribute list (of the same length) is a new dictionary
+    model.attributes = [f"y{j}" for j in range(len(model.attributes))]
+    assert "y0" in model.vocabulary() and "x0" not in model.vocabulary()

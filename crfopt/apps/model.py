@@ -328,9 +328,9 @@ class Model:
         # attribute-major in memory (emission.T is C-contiguous): the decode kernels read
         # one attribute's K weights per occurrence, one cache line instead of K
         self.emission = np.asfortranarray(self.emission, dtype=np.float64)
-        self.transition = np.asarray(self.transition, dtype=np.float64)
+        self.transition = np.ascontiguousarray(self.transition, dtype=np.float64)
         if self.bias is not None:
-            self.bias = np.asarray(self.bias, dtype=np.float64)
+            self.bias = np.ascontiguousarray(self.bias, dtype=np.float64)
         if self.emission.shape != (K, A):
             raise ModelFormatError(f"emission has shape {self.emission.shape}, expected {(K, A)}")
         if self.transition.shape != (K, K):
@@ -361,12 +361,17 @@ class Model:
         second to build; a tagger called once per sentence must not pay that per call.
         (Edit a model by building a new one, not by editing its lists in place.)
         """
-        key = (id(self.attributes), len(self.attributes), id(self.template))
         cache = self.__dict__.setdefault("_lookup_cache", {})
         hit = cache.get(what)
-        if hit is None or hit[0] != key:
-            hit = cache[what] = (key, build())
-        return hit[1]
+        if (
+            hit is None
+            or hit[0] is not self.attributes
+            or hit[1] != len(self.attributes)
+            or hit[2] is not self.template
+        ):
+            # the objects themselves are kept (not their ids, which a new list could reuse)
+            hit = cache[what] = (self.attributes, len(self.attributes), self.template, build())
+        return hit[3]
 
     def vocabulary(self) -> Vocabulary:
         """The attribute dictionary, frozen (unknown attributes are dropped), for encoding
@@ -407,7 +412,7 @@ class Model:
         return Model(
             labels=list(self.labels),
             attributes=[a for a, k in zip(self.attributes, keep.tolist()) if k],
-            emission=self.emission[:, keep],
+            emission=self.emission.T[keep].T,  # stays attribute-major: no copy to reorder
             bias=self.bias,
             transition=self.transition,
             template=self.template,
@@ -581,7 +586,8 @@ class Model:
     ) -> np.ndarray:
         """Viterbi labels (ids) of sequences given as a CSR over their tokens (attribute
         ids of this model's dictionary), decoded as :meth:`crfopt.CRFProblem.predict`
-        decodes them; uses every numba thread (``numba.set_num_threads`` limits them)."""
+        decodes them; a batch of ``crfopt.kernels.decode.PARALLEL_FROM`` tokens or more
+        uses every numba thread (``numba.set_num_threads`` limits them)."""
         from crfopt.kernels import decode
 
         args = self._decode_inputs(indptr, indices, values, lengths)
