@@ -117,22 +117,11 @@ if JIT_ENABLED:
                             row[k] += bias[k, 2]
 
     @numba.njit(**_NJIT)
-    def _viterbi_chunk(
-        offsets, indptr, indices, values, emission, bias, transition, out, i_lo, i_hi
+    def _decode_chunk(
+        offsets, indptr, indices, values, emission, bias, transition, labels, nodes, i_lo, i_hi
     ):
-        K = emission.shape[1]
-        r0 = offsets[i_lo]
-        theta = np.empty((offsets[i_hi] - r0, K))
-        _chunk_unary(offsets, indptr, indices, values, emission, bias, i_lo, i_hi, theta)
-        for i in range(i_lo, i_hi):
-            s, e = offsets[i], offsets[i + 1]
-            if e > s:
-                _chain.chain_viterbi(theta[s - r0 : e - r0], transition, e - s, K, out[s:e])
-
-    @numba.njit(**_NJIT)
-    def _marginals_chunk(
-        offsets, indptr, indices, values, emission, bias, transition, nodes, i_lo, i_hi
-    ):
+        """Sequences i_lo..i_hi-1: their Viterbi labels into ``labels``, or, when
+        ``labels`` is empty, their node marginals into ``nodes``."""
         K = emission.shape[1]
         r0 = offsets[i_lo]
         theta = np.empty((offsets[i_hi] - r0, K))
@@ -140,45 +129,41 @@ if JIT_ENABLED:
         _chunk_unary(offsets, indptr, indices, values, emission, bias, i_lo, i_hi, theta)
         for i in range(i_lo, i_hi):
             s, e = offsets[i], offsets[i + 1]
-            if e > s:
-                _chain.chain_marginal_sums(
-                    theta[s - r0 : e - r0], transition, e - s, K, nodes[s:e], edge_sum
-                )
+            if e == s:
+                continue
+            th = theta[s - r0 : e - r0]
+            if labels.shape[0] > 0:
+                _chain.chain_viterbi(th, transition, e - s, K, labels[s:e])
+            else:
+                _chain.chain_marginal_sums(th, transition, e - s, K, nodes[s:e], edge_sum)
 
     @numba.njit(parallel=True, **_NJIT)
-    def _viterbi_parallel(offsets, indptr, indices, values, emission, bias, transition, out):
+    def _decode_parallel(
+        offsets, indptr, indices, values, emission, bias, transition, labels, nodes
+    ):
         bounds = _chain._chunk_bounds(offsets, CHUNKS)  # of about equal tokens
         for ch in numba.prange(bounds.shape[0] - 1):
-            _viterbi_chunk(
-                offsets, indptr, indices, values, emission, bias, transition, out,
+            _decode_chunk(
+                offsets, indptr, indices, values, emission, bias, transition, labels, nodes,
                 bounds[ch], bounds[ch + 1],
             )  # fmt: skip
 
-    @numba.njit(parallel=True, **_NJIT)
-    def _marginals_parallel(offsets, indptr, indices, values, emission, bias, transition, nodes):
-        bounds = _chain._chunk_bounds(offsets, CHUNKS)
-        for ch in numba.prange(bounds.shape[0] - 1):
-            _marginals_chunk(
-                offsets, indptr, indices, values, emission, bias, transition, nodes,
-                bounds[ch], bounds[ch + 1],
-            )  # fmt: skip
+    def _decode(offsets, *args):
+        if offsets[-1] < PARALLEL_FROM:
+            _decode_chunk(offsets, *args, 0, len(offsets) - 1)
+        else:
+            _decode_parallel(offsets, *args)
 
     def viterbi(offsets, indptr, indices, values, emission, bias, transition, out):
         """Viterbi labels (ties: the smallest label) of every token into ``out``."""
-        args = (offsets, indptr, indices, values, emission, bias, transition, out)
-        if offsets[-1] < PARALLEL_FROM:
-            _viterbi_chunk(*args, 0, len(offsets) - 1)
-        else:
-            _viterbi_parallel(*args)
+        nodes = np.empty((0, emission.shape[1]))
+        _decode(offsets, indptr, indices, values, emission, bias, transition, out, nodes)
 
     def node_marginals(offsets, indptr, indices, values, emission, bias, transition, nodes):
         """P(y_t = k | x) of every token into ``nodes`` (N × K), by scaled forward–backward
         (log space for a sequence whose scores span too much, as the oracle)."""
-        args = (offsets, indptr, indices, values, emission, bias, transition, nodes)
-        if offsets[-1] < PARALLEL_FROM:
-            _marginals_chunk(*args, 0, len(offsets) - 1)
-        else:
-            _marginals_parallel(*args)
+        labels = np.empty(0, dtype=np.int64)
+        _decode(offsets, indptr, indices, values, emission, bias, transition, labels, nodes)
 
 else:
     viterbi = viterbi_numpy
