@@ -427,7 +427,7 @@ CRFOPT_TAGGER = (
     _STATUS
     + """
 import os, sys
-import numba, crfopt.apps.tagging, crfopt.apps.cli, crfopt.kernels.decode
+import numba, crfopt.apps.tagging, crfopt.apps.cli, crfopt.kernels.twin
 before = status("VmRSS")
 from crfopt.apps.cli import main
 try:

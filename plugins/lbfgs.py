@@ -71,7 +71,7 @@ class LBFGS(crfopt.Optimizer):
             x = intermediate_result
         with self._cond:
             self._w = np.array(x, dtype=float)
-            self.count(iterations=1, updates=1)
+            self.count(updates=1)
             self._done += 1
             self._cond.notify_all()
             while self._done >= self._granted and not self._cancel:
@@ -129,9 +129,6 @@ class LBFGS(crfopt.Optimizer):
             if self._finished and ran < k:
                 self.converged = True
             return ran
-
-    def step(self) -> None:
-        self.run_block(1)
 
     def close(self) -> None:
         with self._cond:

@@ -150,7 +150,7 @@ class OWLQN(crfopt.Optimizer):
             if len(self._s) > self.params["memory"]:
                 del self._s[0], self._y[0], self._rho[0]
         self._w, self._f, self._g = w_new, f_new, g_new
-        self.count(iterations=1, updates=1)
+        self.count(updates=1)
         return True
 
     # ---------------------------------------------------------------- contract
@@ -161,9 +161,6 @@ class OWLQN(crfopt.Optimizer):
                 break
             done += 1
         return done
-
-    def step(self) -> None:
-        self.run_block(1)
 
 
 @crfopt.hookimpl

@@ -163,7 +163,7 @@ import numpy as np
 from numba.core import event
 import crfopt
 from crfopt.apps.model import Model
-from crfopt.kernels import decode
+from crfopt.kernels._numba import PARALLEL_FROM
 
 compiled = []
 
@@ -180,7 +180,7 @@ problem = crfopt.make_synthetic(n=5, labels=3, attributes=6, length=4, seed=0)
 w = np.random.default_rng(0).normal(size=problem.dim)
 model = Model.load(Model.from_problem(problem, w).save(sys.argv[1]))
 rng = np.random.default_rng(1)
-for n in (6, decode.PARALLEL_FROM + 1):
+for n in (6, PARALLEL_FROM + 1):
     counts = rng.integers(0, 4, size=n)
     indptr = np.concatenate(([0], np.cumsum(counts)))
     indices = rng.integers(0, 6, size=int(indptr[-1]))
@@ -195,7 +195,7 @@ print(json.dumps(sorted(set(compiled))))
 @pytest.mark.skipif(not JIT_ENABLED, reason="compiling exists only with the JIT")
 def test_after_crfopt_compile_tagging_compiles_nothing(tmp_path):
     """`crfopt compile` also compiles what `crfopt tag` and CRF.predict run
-    (crfopt/kernels/decode.py), with the argument types a loaded model passes."""
+    (the csr_* kernels), with the argument types a loaded model passes."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
     warm = subprocess.run(
         [sys.executable, "-m", "crfopt", "compile", "--optimizers", "lbfgs", "--kinds", "sparse"],

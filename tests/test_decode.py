@@ -1,4 +1,4 @@
-"""A trained model's decoding (crfopt/kernels/decode.py behind Model.viterbi and
+"""A trained model's decoding (the csr_* kernels behind Model.viterbi and
 Model.node_marginals): against brute-force enumeration, against the problem's own
 decoding, and unchanged by pruning the attributes whose weights are all zero."""
 

@@ -81,10 +81,10 @@ def _poke_labels(problem):
 def test_problem_arrays_cannot_be_made_writeable_again(dense):
     p = _problem(dense=dense)
     p.radii()
-    p._get_transpose()
+    p.transpose  # noqa: B018 - built here, before the copies share it
     for q in (p, p.with_lam(0.5), p.for_run()):
         arrays = {"truth_features": q.truth_features, "radii": q.radii()}
-        arrays.update({f"transpose.{k}": v for k, v in q._get_transpose()._asdict().items()})
+        arrays.update({f"transpose.{k}": v for k, v in q.transpose._asdict().items()})
         for split in q.splits:
             kd = q.split_data(split)
             arrays.update(

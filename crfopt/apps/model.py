@@ -564,7 +564,8 @@ class Model:
     def _decode_inputs(
         self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, lengths: np.ndarray
     ) -> tuple[np.ndarray, ...]:
-        """The decode kernels' arguments (crfopt.kernels.decode) for sequences given as a
+        """The CSR decode kernels' arguments (``csr_viterbi``, ``csr_node_marginals``:
+        crfopt/kernels/_numba/decode.py and the NumPy twin) for sequences given as a
         CSR over their tokens, checked as a problem would check them."""
         from crfopt.kernels.arrays import checked_rows, merge_duplicates
 
@@ -586,24 +587,24 @@ class Model:
     ) -> np.ndarray:
         """Viterbi labels (ids) of sequences given as a CSR over their tokens (attribute
         ids of this model's dictionary), decoded as :meth:`crfopt.CRFProblem.predict`
-        decodes them; a batch of ``crfopt.kernels.decode.PARALLEL_FROM`` tokens or more
-        uses every numba thread (``numba.set_num_threads`` limits them)."""
-        from crfopt.kernels import decode
+        decodes them; a batch of ``PARALLEL_FROM`` tokens or more (4096, the compiled
+        kernel's) uses every numba thread (``numba.set_num_threads`` limits them)."""
+        from crfopt.kernels.twin import impl
 
         args = self._decode_inputs(indptr, indices, values, lengths)
         out = np.empty(len(args[1]) - 1, dtype=np.int64)
-        decode.viterbi(*args, out)
+        impl.csr_viterbi(*args, out)
         return out
 
     def node_marginals(
         self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, lengths: np.ndarray
     ) -> np.ndarray:
         """P(y_t = k | x) of every token (N × K) of sequences given as in :meth:`viterbi`."""
-        from crfopt.kernels import decode
+        from crfopt.kernels.twin import impl
 
         args = self._decode_inputs(indptr, indices, values, lengths)
         nodes = np.empty((len(args[1]) - 1, self.n_labels))
-        decode.node_marginals(*args, nodes)
+        impl.csr_node_marginals(*args, nodes)
         return nodes
 
 

@@ -109,16 +109,16 @@ def compile_kernels(
 
 
 def _compile_decoding() -> None:
-    """The decode kernels of a trained model (crfopt/kernels/decode.py) on the argument
+    """The CSR decode kernels of a trained model (crfopt/kernels/_numba/decode.py) on the argument
     types crfopt.Model passes them, on the calling thread and on numba's."""
     import numpy as np
 
-    from crfopt.kernels import decode
     from crfopt.kernels.arrays import merge_duplicates
+    from crfopt.kernels.twin import impl
 
     rng = np.random.default_rng(0)
     K, A = 3, 10
-    for n in (2, decode.PARALLEL_FROM // 4 + 1):  # sentences of 4 tokens: both paths
+    for n in (2, impl.PARALLEL_FROM // 4 + 1):  # sentences of 4 tokens: both paths
         offsets = np.arange(0, 4 * n + 1, 4, dtype=np.int64)
         counts = rng.integers(0, 4, size=4 * n)
         indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
@@ -127,8 +127,8 @@ def _compile_decoding() -> None:
         emission = np.asfortranarray(rng.normal(size=(K, A))).T  # as Model.emission.T
         bias, transition = rng.normal(size=(K, 3)), rng.normal(size=(K, K))
         args = (offsets, indptr, indices, values, emission, bias, transition)
-        decode.viterbi(*args, np.empty(4 * n, dtype=np.int64))
-        decode.node_marginals(*args, np.empty((4 * n, K)))
+        impl.csr_viterbi(*args, np.empty(4 * n, dtype=np.int64))
+        impl.csr_node_marginals(*args, np.empty((4 * n, K)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,13 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from crfopt.kernels.jit import JIT_ENABLED
 from crfopt.kernels.threads import batch_threads
-
-if JIT_ENABLED:
-    from crfopt.kernels import _numba as _impl
-else:
-    from crfopt.kernels import _numpy as _impl
+from crfopt.kernels.twin import impl as _impl
 
 if TYPE_CHECKING:  # the problem module imports this one
     from crfopt.core.problem import CRFProblem
@@ -97,7 +92,7 @@ def expected_features(problem: CRFProblem, mu: DualMarginals) -> np.ndarray:
     ln, le = _check_dual(problem, mu)
     out = np.empty(problem.dim)
     with batch_threads():
-        _impl.batch_expected_features(problem.data, problem._get_transpose(), ln, le, out)
+        _impl.batch_expected_features(problem.data, problem.transpose, ln, le, out)
     return out
 
 
@@ -149,7 +144,7 @@ def objective(
     n = problem.n
     grad = np.empty(problem.dim) if gradient else np.empty(0)
     with batch_threads():
-        total = _impl.batch_value_grad(problem.data, problem._get_transpose(), w, gradient, grad)
+        total = _impl.batch_value_grad(problem.data, problem.transpose, w, gradient, grad)
         # w @ w under the same one-thread BLAS limit: a 2-thread ddot left OpenBLAS's
         # pool spinning on both cores while the parallel kernels ran next (CoNLL-2000's
         # 2-thread pass: 190 ms, 136 ms with this dot product held to one thread)
