@@ -42,6 +42,7 @@ from crfopt.apps.model import Model
 from crfopt.core.problem import CRFProblem
 from crfopt.data.vocabulary import Vocabulary
 from crfopt.kernels.arrays import Sequences
+from crfopt.kernels.threads import one_blas_thread
 
 try:  # scikit-learn is optional (extra "sklearn"): without it CRF keeps its own protocol
     from sklearn.base import BaseEstimator as _Base
@@ -611,10 +612,9 @@ class CRF(_Base):
         log = TrainingLog(trained.result.trace)
         w = trained.result.w
         log.attrs["n"] = n
-        log.attrs["final"] = {
-            "feature_norm": float(np.linalg.norm(w)),
-            "active_features": int(np.count_nonzero(w)),
-        }
+        with one_blas_thread():  # one dot product: on 2 BLAS threads 30 ms under load
+            norm = float(np.linalg.norm(w))
+        log.attrs["final"] = {"feature_norm": norm, "active_features": int(np.count_nonzero(w))}
         self.training_log_ = log
         return self
 
