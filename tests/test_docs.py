@@ -95,7 +95,7 @@ def test_readme_python_examples_run(tmp_path, monkeypatch, capsys):
     for line, block, kind, _ in blocks:
         if kind is None:  # a marked block (e.g. SLURM) is checked where its marker says
             exec(compile("\n" * line + block, "README.md", "exec"), {})
-    assert "[['PRON', 'VERB']]" in capsys.readouterr().out
+    assert "['PRON', 'VERB']" in capsys.readouterr().out
 
 
 # ---- the compiled, sparse, lazy-update SAG example (docs/plugins.md) ----------------------
