@@ -267,16 +267,17 @@ def speed(model, cs_path: Path, test_path: Path, rounds: int) -> dict[str, Any]:
             dec += t2 - t1
         return out, feat, dec
 
-    def crfopt_predict() -> tuple[list, float, float]:
+    def crfopt_predict() -> tuple[Any, float, float]:
         vocab = dict_model.vocabulary()
         t0 = pc()
         lengths, indptr, indices, values, _ = _encode(X, vocab)
         t1 = pc()
         ids = dict_model.viterbi(indptr, indices, values, lengths)
-        out = split_labels(ids, lengths, est.classes_)
+        # CRF.predict's result, as sklearn-crfsuite's: an object array of label lists
+        out = np.array(split_labels(ids, lengths, est.classes_), dtype=object)
         return out, t1 - t0, pc() - t1
 
-    def crfopt_marginals() -> tuple[list, float, float]:
+    def crfopt_marginals() -> tuple[Any, float, float]:
         vocab = dict_model.vocabulary()
         t0 = pc()
         lengths, indptr, indices, values, _ = _encode(X, vocab)
@@ -286,7 +287,7 @@ def speed(model, cs_path: Path, test_path: Path, rounds: int) -> dict[str, Any]:
         for T in lengths.tolist():
             out.append([dict(zip(labels, p)) for p in rows[pos : pos + T]])
             pos += T
-        return out, t1 - t0, pc() - t1
+        return np.array(out, dtype=object), t1 - t0, pc() - t1
 
     def crfsuite_marginals() -> tuple[list, float, float]:
         feat = dec = 0.0
@@ -317,10 +318,11 @@ def speed(model, cs_path: Path, test_path: Path, rounds: int) -> dict[str, Any]:
     outputs = {name: run()[0] for name, (run, _) in runs.items()}
     expected = tag_corpus(model, corpus)
     assert outputs["crfopt tag"] == expected, "crfopt tag's steps differ from tag_corpus"
-    assert outputs["CRF.predict"] == est.predict(X) == expected, "predict differs from tag"
+    predicted = outputs["CRF.predict"].tolist()
+    assert predicted == est.predict(X).tolist() == expected, "predict differs from tag"
     assert outputs["crfsuite tag"] == outputs["crfsuite tag (dicts)"]
-    want_marginals = est.predict_marginals(X)
-    assert outputs["CRF.predict_marginals"] == want_marginals
+    want_marginals = est.predict_marginals(X).tolist()
+    assert outputs["CRF.predict_marginals"].tolist() == want_marginals
     gold = [t for s in corpus.labels() for t in s] if corpus.label else None
     accuracy = {}
     if gold:
