@@ -52,9 +52,9 @@ processes, measured on its own, 2026-11-29), threads 8 s, P1 2.3 min
 (CRFsuite run to convergence without the bias block), P2 20 s, P3 42 min (CRFsuite
 trained on the four problems, 12 min of it; POS-EWT the longest), P4 1 min, P5 1 min,
 startup 2 min (the cold ``compare`` compiles every kernel it runs). The tagging section,
-measured alone on a loaded machine (load 5-6, 2026-12-07, ``--rounds 5``): 17 min when it
-trains CRFsuite's POS-EWT models, 12 min with all four of them cached (crfopt trains its
-four models in each run, 8.5 min of it).
+measured alone on a loaded machine (2026-12-07, ``--rounds 5``): 17 min when it trains
+CRFsuite's POS-EWT models (load 5-6), 6-12 min with all four of them cached (load 3-6;
+crfopt trains its four models in each run, 4-8.5 min of it).
 
 ``--render`` rewrites the report from the last run's raw figures
 (.benchmarks/performance.json) without measuring anything: after editing
