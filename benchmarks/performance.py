@@ -38,6 +38,12 @@ machine, one thread each unless said otherwise. Sections (``--only``):
            features, one c1 = c2 = 0.1 fit on 700 sentences and on all of them and a
            10 × 3 RandomizedSearchCV, default threading, ``--rounds`` rounds alternating:
            benchmarks/l1_search.py's measurements, called.
+* tagging  ``crfopt tag``, ``CRF.predict`` and ``CRF.predict_marginals`` against
+           CRFsuite's tagger on the CoNLL-2000 test set (tokens per second, featurization
+           and decoding apart, 1 and 2 threads), and the saved model's size and the
+           tagger's peak memory beside CRFsuite's on CoNLL-2000 and POS-EWT, ℓ2 and
+           ℓ1 + ℓ2 models: benchmarks/bench_tagging.py's measurement, called (its
+           CRFsuite models are cached like P3's, ``--retrain-crfsuite``).
 
 Runtime: 55 minutes in all for the run behind reports/performance.md (2026-11-28, 2-core
 Xeon, quiet, ``--rounds 5 --retrain-crfsuite``): epochs 5.5 min (the 'before' tree's
@@ -45,7 +51,10 @@ kernels compiled once; ``--keep DIR`` saves that on reruns), floor 2 min (three
 processes, measured on its own, 2026-11-29), threads 8 s, P1 2.3 min
 (CRFsuite run to convergence without the bias block), P2 20 s, P3 42 min (CRFsuite
 trained on the four problems, 12 min of it; POS-EWT the longest), P4 1 min, P5 1 min,
-startup 2 min (the cold ``compare`` compiles every kernel it runs).
+startup 2 min (the cold ``compare`` compiles every kernel it runs). The tagging section,
+measured alone on a loaded machine (2026-12-07, ``--rounds 5``): 17 min when it trains
+CRFsuite's POS-EWT models (load 5-6), 6-12 min with all four of them cached (load 3-6;
+crfopt trains its four models in each run, 4-8.5 min of it).
 
 ``--render`` rewrites the report from the last run's raw figures
 (.benchmarks/performance.json) without measuring anything: after editing
@@ -88,7 +97,19 @@ import crfopt  # noqa: E402
 #: 10 %, more than its distance to a target: benchmarks/epoch_floor.py)
 FLOOR_PROCESSES = 3
 
-SECTIONS = ["epochs", "floor", "threads", "P1", "P2", "P3", "P4", "P5", "startup", "L1"]
+SECTIONS = [
+    "epochs",
+    "floor",
+    "threads",
+    "P1",
+    "P2",
+    "P3",
+    "P4",
+    "P5",
+    "startup",
+    "L1",
+    "tagging",
+]
 #: the problems of the sections that take a list (``--problems`` narrows them)
 EPOCH_PROBLEMS = ["ocr", "conll2000"]
 P3_PROBLEMS = ["ocr", "conll2000", "ner-nl", "pos-ewt"]
@@ -107,6 +128,8 @@ EPOCH_TARGETS = {
     "sag-nus-star": {"ocr": 2.5, "conll2000": 1.6},
 }
 TARGETS = {"P1": 1.0, "P2": 50.0, "P3": 0.1, "P4": 4 * 2**30, "P5": 1.7, "threads": 1.7}
+#: issue 50: crfopt's tagging throughput against CRFsuite's tagger, one thread
+TAGGING_TARGET = 1.0
 STARTUP_TARGET_S = 0.5
 RELATIVE_TARGET = 1e-4
 #: CRFsuite is single-threaded: wall seconds above this multiple of its CPU seconds = load
@@ -116,11 +139,12 @@ LOADED = 1.25
 # ----------------------------------------------------------------------------- CRFsuite
 
 
-def crfsuite_items(problem, i: int, bias: bool) -> list[dict[str, float]]:
-    """CRFsuite items of sequence i with crfopt's attributes (bias block as 3 attributes)."""
+def crfsuite_items(problem, i: int, bias: bool, names=None) -> list[dict[str, float]]:
+    """CRFsuite items of sequence i with crfopt's attributes (bias block as 3 attributes),
+    named ``names`` (default: the problem's attribute names)."""
     kd = problem.data
     A = problem.n_attributes
-    names = problem.attribute_names
+    names = names or problem.attribute_names
     s, e = int(kd.offsets[i]), int(kd.offsets[i + 1])
     out = []
     for r in range(s, e):
@@ -143,10 +167,13 @@ def crfsuite_items(problem, i: int, bias: bool) -> list[dict[str, float]]:
     return out
 
 
-def crfsuite_train(problem, path: str, *, bias: bool, tight: bool, max_iterations=None):
-    """Train CRFsuite L-BFGS on the problem's own features; returns (log, wall seconds,
-    CPU seconds) of the training alone (CRFsuite is single-threaded: on a quiet machine
-    the two agree, and their ratio shows the load)."""
+def crfsuite_train(
+    problem, path: str, *, bias: bool, tight: bool, max_iterations=None, c1=0.0, names=None
+):
+    """Train CRFsuite L-BFGS (OWL-QN when ``c1`` > 0) on the problem's own features,
+    named ``names`` (default: the problem's); returns (log, wall seconds, CPU seconds) of
+    the training alone (CRFsuite is single-threaded: on a quiet machine the two agree,
+    and their ratio shows the load)."""
     import pycrfsuite
 
     labels = problem.label_names or [str(k) for k in range(problem.n_labels)]
@@ -154,10 +181,10 @@ def crfsuite_train(problem, path: str, *, bias: bool, tight: bool, max_iteration
     tr = pycrfsuite.Trainer(verbose=False)
     for i in range(problem.n):
         s, e = int(kd.offsets[i]), int(kd.offsets[i + 1])
-        tr.append(crfsuite_items(problem, i, bias), [labels[int(y)] for y in kd.y[s:e]])
+        tr.append(crfsuite_items(problem, i, bias, names), [labels[int(y)] for y in kd.y[s:e]])
     tr.select("lbfgs")  # resets every parameter: set them after
     params = {
-        "c1": 0.0,
+        "c1": c1,
         "c2": problem.n * problem.lam / 2,
         "feature.possible_states": True,
         "feature.possible_transitions": True,
@@ -616,6 +643,19 @@ def startup(args: argparse.Namespace) -> dict:
     return {"groups": {g: dict(rows) for g, rows in conftest.RESULTS.items() if g not in before}}
 
 
+def tagging(args: argparse.Namespace) -> dict:
+    """bench_tagging.py's measurement: the tagging table (CoNLL-2000) and the memory
+    table (CoNLL-2000 and POS-EWT), every CRFsuite figure from the same run."""
+    import bench_tagging
+
+    problems = _problems(args, bench_tagging.PROBLEMS)
+    if not problems:
+        return {"skipped": f"--problems names none of {', '.join(bench_tagging.PROBLEMS)}"}
+    return bench_tagging.measure(
+        problems, rounds=args.rounds, retrain_crfsuite=args.retrain_crfsuite
+    )
+
+
 # ----------------------------------------------------------------------------- report
 
 
@@ -780,7 +820,33 @@ def _summary_rows(res: dict) -> list[str]:
                 f"{e['crfopt_s']:.1f} s | {e['crfsuite_s']:.1f} s | {e['ratio']:.2f} | ≤ 1.0 | "
                 f"{_ok(e['ratio'] <= 1.0 and e['objective_rel'] <= 1e-6)} |"
             )
+    if "tagging" in res and "speed" in res["tagging"]:
+        sp = res["tagging"]["speed"]
+        for what, ours, base, title in TAGGING_ROWS:
+            one, two = (
+                sp["rows"][f"{ours}, {k}"]["total_tok_s"] for k in ("1 thread", "2 threads")
+            )
+            theirs = sp["rows"][f"{base}, 1 thread"]["total_tok_s"]
+            r1, r2 = (sp["ratios"][f"{what}|{k}"]["median"] for k in (1, 2))
+            rows.append(
+                f"| tagging | {_label(sp['problem'])} test, {title}, tokens/s, 1 thread (2 "
+                f"threads) | {one:,.0f} ({two:,.0f}) | {theirs:,.0f} | {r1:.2f}× ({r2:.2f}×) | "
+                f"≥ {TAGGING_TARGET:g}× | {_ok(r1 >= TAGGING_TARGET)} |"
+            )
     return rows
+
+
+#: the tagging table's comparisons: (ratio key, crfopt's row, CRFsuite's row, title)
+TAGGING_ROWS = [
+    ("tag", "crfopt tag", "crfsuite tag", "`crfopt tag` vs CRFsuite's `Tagger.tag`"),
+    ("predict", "CRF.predict", "crfsuite tag (dicts)", "`CRF.predict` vs `Tagger.tag` (dicts)"),
+    (
+        "marginals",
+        "CRF.predict_marginals",
+        "crfsuite marginals",
+        "`CRF.predict_marginals` vs `Tagger.marginal`",
+    ),
+]
 
 
 def _epoch_section(r: dict) -> list[str]:
@@ -987,6 +1053,116 @@ def _p3_section(r: dict, now_machine: str) -> list[str]:
     return [*lines, ""]
 
 
+def _mib(n: float) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def _tagging_section(r: dict) -> list[str]:
+    lines = ["## Tagging and the memory of a trained model", ""]
+    if _skipped(r, lines, "Tagging"):
+        return lines
+    st = r["settings"]
+    lines += [
+        f"Each tool trains its own model on the same attributes (crfopt's template; CRFsuite "
+        f"gets the bias block as three attributes): L-BFGS for {st['iterations']} iterations "
+        f"at c2 = nλ/2 (ℓ2), and OWL-QN as long with c1 = {st['c1']:g} (ℓ1 + ℓ2, crfopt's "
+        "σ = c1/n); benchmarks/bench_tagging.py's docstring gives the details.",
+        "",
+    ]
+    sp = r.get("speed")
+    if sp:
+        lines += [
+            f"Tokens per second on the {_label(sp['problem'])} test set ({sp['tokens']:,} "
+            f"tokens, {sp['sentences']:,} sentences), ℓ2 models, the best of {sp['rounds']} "
+            "rounds alternating the taggers. crfopt's featurization encodes the text into "
+            "the model's columns; CRFsuite's forms the attribute strings (crfopt's template "
+            "code, `crfopt tag` rows only) and runs `Tagger.set`, which converts the items, "
+            "looks the attributes up and computes the state scores. Decoding: crfopt's "
+            "scores and Viterbi (or forward–backward and the dicts of marginals); CRFsuite's "
+            "`Tagger.tag()` (or its `Tagger.marginal` calls) after `set`. The ratio is "
+            "crfopt's total rate over CRFsuite's, paired within each round: the median "
+            "(range) over the rounds.",
+            "",
+            "| | featurization | decoding | total | vs CRFsuite | |",
+            "|---|---|---|---|---|---|",
+        ]
+        for what, ours, base, title in TAGGING_ROWS:
+            lines.append(f"| *{title}* | | | | | |")
+            b = sp["rows"][f"{base}, 1 thread"]
+            lines.append(
+                f"| CRFsuite | {b['featurize_tok_s']:,.0f} | {b['decode_tok_s']:,.0f} | "
+                f"{b['total_tok_s']:,.0f} | 1 | |"
+            )
+            for k, label in ((1, "1 thread"), (2, "2 threads")):
+                o = sp["rows"][f"{ours}, {label}"]
+                q = sp["ratios"][f"{what}|{k}"]
+                check = f" {_ok(q['median'] >= TAGGING_TARGET)} |" if k == 1 else " |"
+                lines.append(
+                    f"| crfopt, {label} | {o['featurize_tok_s']:,.0f} | "
+                    f"{o['decode_tok_s']:,.0f} | {o['total_tok_s']:,.0f} | "
+                    f"**{q['median']:.2f}×** ({q['min']:.2f}–{q['max']:.2f}) |{check}"
+                )
+        ot = sp["one_time"]
+        acc = sp.get("accuracy") or {}
+        ps = sp.get("per_sentence")
+        lines += [
+            "",
+            *(
+                [
+                    f"One sentence per call (`CRF.predict_single` against `Tagger.tag`, the "
+                    f"whole call, 1 thread): crfopt {ps['crfopt']:,.0f} tokens/s, CRFsuite "
+                    f"{ps['crfsuite']:,.0f}, **{ps['ratio']:.2f}×** (no target; a call's "
+                    "fixed cost weighs on a sentence of 24 tokens).",
+                    "",
+                ]
+                if ps
+                else []
+            ),
+            f"Once per model: crfopt reads its file in {ot['crfopt_load_s']:.2f} s and builds "
+            f"its lookup tables in {ot['crfopt_encoder_tables_s']:.2f} s (template) / "
+            f"{ot['crfopt_vocabulary_s']:.2f} s (dicts); CRFsuite opens its file in "
+            f"{ot['crfsuite_open_s']:.3f} s. "
+            + (
+                f"Test accuracy of the two models: crfopt {100 * acc['crfopt']:.2f} %, "
+                f"CRFsuite {100 * acc['crfsuite']:.2f} % (their tags agree on "
+                f"{100 * sp['crfopt_crfsuite_agreement']:.2f} % of the tokens). "
+                if acc
+                else ""
+            )
+            + "Load average (1 min) over the rounds: "
+            + ", ".join(f"{x:.2f}" for x in sp["load_1min_rounds"])
+            + ".",
+            "",
+        ]
+    lines += [
+        "The saved model and a tagger process on the test set: crfopt's file as saved "
+        "(attributes whose weights are all zero left out; unpruned in parentheses) and "
+        "CRFsuite's; the peak resident memory (VmHWM) of `crfopt tag` and of a Python "
+        "process tagging the same attribute strings with CRFsuite, with each process's "
+        "resident memory before it opens the model in parentheses (the interpreter and "
+        "libraries: numba and NumPy for crfopt), and each process's wall time.",
+        "",
+        "| | crfopt file | CRFsuite file | crfopt attributes saved / all | CRFsuite features "
+        "| crfopt tagger peak | CRFsuite tagger peak | crfopt process | CRFsuite process |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, m in r["memory"].items():
+        for kind, title in (("l2", "ℓ2"), ("l1", "ℓ1 + ℓ2")):
+            x = m[kind]
+            co, cs = x["crfopt_tagger"], x["crfsuite_tagger"]
+            feats = x.get("crfsuite_active_features")
+            lines.append(
+                f"| {_label(name)}, {title} | {_mib(x['crfopt_file'])} "
+                f"({_mib(x['crfopt_file_unpruned'])}) | {_mib(x['crfsuite_file'])} | "
+                f"{x['crfopt_attributes_saved']:,} / {x['crfopt_attributes']:,} | "
+                + (f"{feats:,}" if feats is not None else "—")
+                + f" | {_mib(co['peak_rss'])} ({_mib(co['rss_before_model'])}) | "
+                f"{_mib(cs['peak_rss'])} ({_mib(cs['rss_before_model'])}) | "
+                f"{co['wall_s']:.1f} s | {cs['wall_s']:.1f} s |"
+            )
+    return [*lines, ""]
+
+
 def _thread_keys(r: dict) -> list[str]:
     keys = {k for e in r["problems"].values() for k in e["threads"]}
     return sorted(keys, key=int)
@@ -1072,6 +1248,8 @@ def write_report(res: dict, path: Path) -> None:
         lines += _startup_section(res["startup"])
     if "L1" in res:
         lines += _l1_section(res["L1"])
+    if "tagging" in res:
+        lines += _tagging_section(res["tagging"])
     notes = path.with_name("performance_notes.md")
     if notes.exists():  # the reading of these numbers: targets missed, why, what was fixed
         lines += [notes.read_text(encoding="utf-8").rstrip(), ""]
@@ -1102,7 +1280,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs="+",
         choices=P3_PROBLEMS,
         metavar="PROBLEM",
-        help="narrow epochs (ocr, conll2000) and P3 (ocr, conll2000, ner-nl, pos-ewt) to these",
+        help="narrow epochs (ocr, conll2000), P3 (ocr, conll2000, ner-nl, pos-ewt) and "
+        "tagging (conll2000, pos-ewt) to these",
     )
     ap.add_argument(
         "--out",
@@ -1118,7 +1297,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--rounds",
         type=int,
         default=3,
-        help="epochs: processes per tree, alternating; L1: rounds per measurement (3)",
+        help="epochs: processes per tree, alternating; L1: rounds per measurement; tagging: "
+        "rounds of every tagger (3)",
     )
     ap.add_argument(
         "--callgrind",
@@ -1164,7 +1344,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--retrain-crfsuite",
         action="store_true",
-        help="P3: train CRFsuite again instead of reusing its cached objective and seconds",
+        help="P3, tagging: train CRFsuite again instead of reusing its cached objective and "
+        "seconds (P3) or models (tagging)",
     )
     ap.add_argument(
         "--render",
@@ -1190,7 +1371,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import numba
 
-    if {"P1", "P3"} & set(args.only or SECTIONS):
+    if {"P1", "P3", "tagging"} & set(args.only or SECTIONS):
         import pycrfsuite  # noqa: F401  (fail before the first measurement if missing)
 
     RESULTS.parent.mkdir(exist_ok=True)

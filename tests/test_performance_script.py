@@ -89,6 +89,34 @@ def _floor_run(more: float, more_oeg: float) -> dict:
     }
 
 
+def _tagging_rows() -> dict:
+    """Tagging rows whose rates are round numbers: N = 1000 tokens."""
+    rows = {}
+    for name, feat, dec in (
+        ("crfsuite tag", 0.04, 0.01),
+        ("crfopt tag, 1 thread", 0.005, 0.005),
+        ("crfopt tag, 2 threads", 0.005, 0.0025),
+        ("crfsuite tag (dicts)", 0.02, 0.01),
+        ("CRF.predict, 1 thread", 0.02, 0.02),
+        ("CRF.predict, 2 threads", 0.02, 0.01),
+        ("crfsuite marginals", 0.02, 0.08),
+        ("CRF.predict_marginals, 1 thread", 0.02, 0.03),
+        ("CRF.predict_marginals, 2 threads", 0.02, 0.02),
+    ):
+        if name.startswith("crfsuite"):
+            name = f"{name}, 1 thread"
+        rows[name] = {
+            **{"featurize_tok_s": 1000 / feat, "decode_tok_s": 1000 / dec},
+            **{"total_tok_s": 1000 / (feat + dec), "featurize_s": feat, "decode_s": dec},
+            "total_s": feat + dec,
+        }
+    return rows
+
+
+def _tagger(before: float, peak: float, wall: float) -> dict:
+    return {"rss_before_model": before * 2**20, "peak_rss": peak * 2**20, "wall_s": wall}
+
+
 def fake_result(machine: str) -> dict:
     """Every section, with figures whose ratios are known: the report must show them."""
     return {
@@ -196,6 +224,46 @@ def fake_result(machine: str) -> dict:
                 },
             }
         },
+        "tagging": {
+            "settings": {"iterations": 30, "c1": 1.0, "rounds": 3},
+            "speed": {
+                "problem": "conll2000",
+                **{"tokens": 1000, "sentences": 40, "rounds": 3, "rows": _tagging_rows()},
+                "ratios": {
+                    "tag|1": {"median": 5.0, "min": 4.5, "max": 5.5},
+                    "tag|2": {"median": 6.6, "min": 6.0, "max": 7.0},
+                    "predict|1": {"median": 0.75, "min": 0.7, "max": 0.8},
+                    "predict|2": {"median": 1.0, "min": 0.9, "max": 1.1},
+                    "marginals|1": {"median": 2.0, "min": 1.9, "max": 2.1},
+                    "marginals|2": {"median": 2.5, "min": 2.4, "max": 2.6},
+                },
+                "one_time": {
+                    **{"crfsuite_open_s": 0.012, "crfopt_load_s": 0.9},
+                    **{"crfopt_encoder_tables_s": 0.2, "crfopt_vocabulary_s": 0.3},
+                },
+                "accuracy": {"crfopt": 0.955, "crfsuite": 0.951},
+                "per_sentence": {"crfopt": 30000.0, "crfsuite": 60000.0, "ratio": 0.5},
+                "crfopt_crfsuite_agreement": 0.98,
+                "crfsuite_marginal_sum_error": 1e-15,
+                "load_1min_rounds": [0.5, 0.6, 0.7, 0.8],
+            },
+            "memory": {
+                "conll2000": {
+                    "test_tokens": 1000,
+                    **{
+                        kind: {
+                            **{"crfopt_file": 10 * 2**20, "crfopt_file_unpruned": 12 * 2**20},
+                            **{"crfopt_attributes": 1000, "crfopt_attributes_saved": saved},
+                            **{"crfopt_nonzero_weights": 5000, "crfsuite_file": 30 * 2**20},
+                            "crfsuite_active_features": 4000,
+                            "crfopt_tagger": _tagger(150.0, 260.0, 3.5),
+                            "crfsuite_tagger": _tagger(10.0, 40.0, 1.5),
+                        }
+                        for kind, saved in (("l2", 1000), ("l1", 400))
+                    },
+                }
+            },
+        },
         "startup": {
             "groups": {
                 "start-up vs python -c pass": {
@@ -279,6 +347,28 @@ def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
     # start-up against the 0.5 s target
     assert row("| crfopt --help |").endswith("| met |")
     assert row("| crfopt list (listing cache) |").endswith("| **missed** |")
+    # tagging: crfopt's total rate against CRFsuite's, 1 thread (2 threads), ≥ 1.0×
+    assert row("| tagging |", "`crfopt tag`") == (
+        "| tagging | CoNLL-2000 test, `crfopt tag` vs CRFsuite's `Tagger.tag`, tokens/s, "
+        "1 thread (2 threads) | 100,000 (133,333) | 20,000 | 5.00× (6.60×) | ≥ 1× | met |"
+    )
+    assert row("| tagging |", "`CRF.predict` vs").endswith("| 0.75× (1.00×) | ≥ 1× | **missed** |")
+    # the tagging table: featurization and decoding apart, the paired ratios' range
+    assert row("| crfopt, 1 thread | 200,000 |") == (
+        "| crfopt, 1 thread | 200,000 | 200,000 | 100,000 | **5.00×** (4.50–5.50) | met |"
+    )
+    assert row("| crfopt, 2 threads | 200,000 | 400,000 |").endswith("| **6.60×** (6.00–7.00) | |")
+    assert (
+        row("| CRFsuite | 25,000 | 100,000 |") == "| CRFsuite | 25,000 | 100,000 | 20,000 | 1 | |"
+    )
+    assert "CRFsuite opens its file in 0.012 s" in text
+    assert "crfopt 30,000 tokens/s, CRFsuite 60,000, **0.50×** (no target" in text
+    assert "crfopt 95.50 %, CRFsuite 95.10 %" in text and "0.50, 0.60, 0.70, 0.80." in text
+    # the memory table: files (pruned, unpruned), attributes, both taggers' peaks
+    assert row("| CoNLL-2000, ℓ1 + ℓ2 |") == (
+        "| CoNLL-2000, ℓ1 + ℓ2 | 10.0 MiB (12.0 MiB) | 30.0 MiB | 400 / 1,000 | 4,000 | "
+        "260.0 MiB (150.0 MiB) | 40.0 MiB (10.0 MiB) | 3.5 s | 1.5 s |"
+    )
     # each section says which tree it measured and how loaded the machine was
     res["P2"].update(tree="abc1234-dirty", load_1min=[0.25, 1.5])
     perf.write_report(res, out)
@@ -289,7 +379,9 @@ def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
     # the notes beside the report are included, and the raw numbers round-trip
     assert "The notes." in text
     blocks = re.findall(r"### (\S+)\n\n```json\n(.*?)\n```", text, re.S)
-    assert {k for k, _ in blocks} == {"epochs", "floor", "threads", "P2", "P3", "startup"}
+    assert {k for k, _ in blocks} == {
+        *{"epochs", "floor", "threads", "P2", "P3", "startup", "tagging"}
+    }
     assert all(json.loads(body) == res[key] for key, body in blocks)
     # every markdown table row has as many cells as its header
     for block in re.split(r"\n\n", text):

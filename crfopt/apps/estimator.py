@@ -32,13 +32,13 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import chain
+from itertools import chain, compress
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from crfopt.apps.model import Model
+from crfopt.apps.model import Model, split_labels
 from crfopt.core.problem import CRFProblem
 from crfopt.data.vocabulary import Vocabulary
 from crfopt.kernels.arrays import Sequences
@@ -167,66 +167,109 @@ class _NotFlat(Exception):
     """A token outside the fast path: not a dict, or a value naming several attributes."""
 
 
+#: The fast path numbers (key, value) pairs through a table of every key × value number
+#: while it has at most twice as many entries as there are occurrences plus this many
+#: (its memory then stays within that of the per-occurrence arrays), else by a sort.
+PAIR_TABLE_SLOTS = 2**20
 #: Value types of the fast path: those :func:`item_attributes` names as one attribute.
 _FLAT_VALUE_TYPES = (str, bytes, int, float, np.integer, np.floating, np.bool_)
 
 
-class _Pairs(dict):
-    """(key, value) of flat feature dicts → entry number, each distinct pair named once.
+class _Codes(dict):
+    """Item → its number in first-seen order; a miss numbers a new item (in C, but for
+    the one Python call per distinct item)."""
 
-    A corpus repeats the same few hundred thousand (key, value) pairs millions of times
-    (the same word, suffix or flag), so the pair is looked up in C and only a new pair
-    pays for a Python call: :func:`item_attributes` names and validates it, so the
-    names and errors are exactly the general path's.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-        self.values: list[float] = []
-
-    def __missing__(self, pair: tuple[Any, Any]) -> int:
-        key, value = pair
-        if type(key) is str and type(value) is str:  # most new pairs: skip the generator
-            attrs = [(f"{key}:{value}", 1.0)]
-        else:
-            attrs = list(item_attributes({key: value}))
-        if len(attrs) != 1:  # a tuple/set value names 0 or several attributes
-            raise _NotFlat
-        e = self[pair] = len(self.names)
-        self.names.append(attrs[0][0])
-        self.values.append(attrs[0][1])
-        return e
+    def __missing__(self, item: Any) -> int:
+        code = self[item] = len(self)
+        return code
 
 
-def _flat_entries(
-    tokens: list[Any], pairs: _Pairs
-) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
+def _pair_name(key: Any, value: Any) -> tuple[str, float]:
+    """The attribute and value a flat (key, value) pair names, as :func:`item_attributes`."""
+    attrs = list(item_attributes({key: value}))
+    if len(attrs) != 1:  # a tuple/set value names 0 or several attributes
+        raise _NotFlat
+    return attrs[0]
+
+
+def _flat_entries(tokens: list[Any]) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
     """Fast path: every token a dict of str, bool or number values.
 
-    Returns the per-occurrence entry numbers, the entries' names and values, and the
-    per-token occurrence counts; raises :class:`_NotFlat` when a token needs the
-    general path (nested dicts, list values, non-dict tokens, a value type
-    :func:`item_attributes` refuses).
+    Returns the per-occurrence entry numbers (one entry per distinct (key, value) pair,
+    numbered in first-seen order), the entries' names and values, and the per-token
+    occurrence counts; raises :class:`_NotFlat` when a token needs the general path
+    (nested dicts, list values, non-dict tokens, a value type :func:`item_attributes`
+    refuses).
+
+    A corpus repeats the same few hundred thousand (key, value) pairs millions of times
+    (the same word, suffix or flag) over a few dozen keys: keys and values are numbered
+    apart, each occurrence looked up in C in a small dict of strings, the pair's number
+    formed in NumPy, and only each distinct pair is named in Python, by
+    :func:`item_attributes`' rules (so the names and errors are the general path's).
+    Looking up (key, value) tuples instead cost twice as much: a tuple's hash and
+    comparison touch both strings, in a dict of every distinct pair.
     """
-    # dict.items on a non-dict token and hashing a list/dict value both raise TypeError
+    keys, values = _Codes(), _Codes()
+    # dict.keys on a non-dict token and hashing a list/dict value both raise TypeError
     try:
         per_token = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
         total = int(per_token.sum())
-        entries = np.fromiter(
-            map(pairs.__getitem__, chain.from_iterable(map(dict.items, tokens))),
+        key_of = np.fromiter(
+            map(keys.__getitem__, chain.from_iterable(map(dict.keys, tokens))),
             dtype=np.int64,
             count=total,
         )
-        # Values equal to a seen pair's (1 == 1.0 == True) share its entry whatever their
-        # type: one pass over the value types sends numpy.bool_, Decimal, complex… to the
-        # general path, so a value is accepted or refused by its type alone.
-        types = set(map(type, chain.from_iterable(map(dict.values, tokens))))
+        value_of = np.fromiter(
+            map(values.__getitem__, chain.from_iterable(map(dict.values, tokens))),
+            dtype=np.int64,
+            count=total,
+        )
+        # Values equal to a seen one (1 == 1.0 == True) share its number whatever their
+        # type, so the types of the occurrences of numbers are checked one by one (a
+        # str equals only strs): numpy.bool_, Decimal, complex… go to the general path,
+        # and a value is accepted or refused by its type alone.
+        value_list = list(values)
+        types = set(map(type, value_list))
+        number = np.fromiter((type(v) is not str for v in value_list), bool, len(value_list))
+        if number.any():
+            occurring = chain.from_iterable(map(dict.values, tokens))
+            types.update(map(type, compress(occurring, number[value_of].tolist())))
     except TypeError:
         raise _NotFlat from None
     if not all(issubclass(t, _FLAT_VALUE_TYPES) for t in types):
         raise _NotFlat
-    return entries, pairs.names, np.asarray(pairs.values, dtype=np.float64), per_token
+    pair = key_of * len(values) + value_of
+    slots = len(keys) * len(values)
+    if slots <= 2 * total + PAIR_TABLE_SLOTS:  # a table of every (key, value): no sort
+        first = np.full(slots, total, dtype=np.int64)
+        np.minimum.at(first, pair, np.arange(total, dtype=np.int64))
+        seen = np.flatnonzero(first < total)
+        order = np.argsort(first[seen], kind="stable")
+        entry = np.empty(slots, dtype=np.int64)
+        entry[seen[order]] = np.arange(len(seen), dtype=np.int64)
+        entries, firsts = entry[pair], first[seen[order]]
+    else:
+        _, first_of, inverse = np.unique(pair, return_index=True, return_inverse=True)
+        order = np.argsort(first_of, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        entries, firsts = rank[inverse.reshape(-1)], first_of[order]
+    key_list = list(keys)
+    names: list[str] = []
+    weights: list[float] = []
+    try:
+        for k, v in zip(key_of[firsts].tolist(), value_of[firsts].tolist()):
+            key, value = key_list[k], value_list[v]
+            if type(key) is str and type(value) is str:  # most pairs: no call
+                names.append(f"{key}:{value}")
+                weights.append(1.0)
+            else:
+                name, weight = _pair_name(key, value)
+                names.append(name)
+                weights.append(weight)
+    except TypeError:  # e.g. a non-str key: the general path raises with the reason
+        raise _NotFlat from None
+    return entries, names, np.asarray(weights, dtype=np.float64), per_token
 
 
 def _general_entries(tokens: list[Any]) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
@@ -262,7 +305,7 @@ def _encode(
     tokens = list(chain.from_iterable(X))
     dropped_before = vocab.dropped
     try:
-        entries, names, entry_values, per_token = _flat_entries(tokens, _Pairs())
+        entries, names, entry_values, per_token = _flat_entries(tokens)
     except _NotFlat:
         entries, names, entry_values, per_token = _general_entries(tokens)
     # each distinct entry is looked up once, standing for all its occurrences
@@ -719,14 +762,6 @@ class CRF(_Base):
     def _labels(self) -> list[Any]:
         return list(self.classes_ or self._check_fitted().labels)
 
-    def _problem(self, X: Sequence[Sequence[Any]]) -> tuple[CRFProblem, np.ndarray]:
-        """``X`` as a problem over the model's dictionaries, and its token counts."""
-        model = self._check_fitted()
-        vocab = Vocabulary(model.attributes, frozen=True)
-        lengths, indptr, indices, values, _ = _encode(X, vocab)
-        problem = model.problem_for(indptr, indices, values, lengths)
-        return problem, lengths
-
     def predict(self, X: Iterable[Iterable[Any]]) -> np.ndarray:
         """Most probable label sequence of every sentence (Viterbi).
 
@@ -740,15 +775,9 @@ class CRF(_Base):
         X = _sentences(X)
         if not X:
             return []
-        vocab = Vocabulary(model.attributes, frozen=True)
-        lengths, indptr, indices, values, _ = _encode(X, vocab)
+        lengths, indptr, indices, values, _ = _encode(X, model.vocabulary())
         ids = model.viterbi(indptr, indices, values, lengths)
-        labels = self._labels()
-        out, pos = [], 0
-        for T in lengths:
-            out.append([labels[k] for k in ids[pos : pos + T]])
-            pos += int(T)
-        return out
+        return split_labels(ids, lengths, self._labels())
 
     def predict_single(self, xseq: Iterable[Any]) -> list[Any]:
         """The Viterbi labels of one sentence (a list)."""
@@ -760,20 +789,17 @@ class CRF(_Base):
         return np.array(self._marginal_lists(X), dtype=object)
 
     def _marginal_lists(self, X: Iterable[Iterable[Any]]) -> list[list[dict[Any, float]]]:
-        from crfopt.bench.evaluator import Evaluator
-
         model = self._check_fitted()
         X = _sentences(X)
         if not X:
             return []
-        problem, lengths = self._problem(X)
-        mu, _ = Evaluator(problem).model_marginals(model.weights_for(problem))
-        probs = np.exp(mu.log_nodes)
+        lengths, indptr, indices, values, _ = _encode(X, model.vocabulary())
+        rows = model.node_marginals(indptr, indices, values, lengths).tolist()
         labels = self._labels()
         out, pos = [], 0
-        for T in lengths:
-            out.append([dict(zip(labels, map(float, p))) for p in probs[pos : pos + T]])
-            pos += int(T)
+        for T in lengths.tolist():
+            out.append([dict(zip(labels, p)) for p in rows[pos : pos + T]])
+            pos += T
         return out
 
     def predict_marginals_single(self, xseq: Iterable[Any]) -> list[dict[Any, float]]:
