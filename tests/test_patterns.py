@@ -347,19 +347,20 @@ def test_the_feature_map_of_a_pattern_file(tmp_path):
     assert load_corpus(data, template=pat, bias=True).bias
 
 
-def train_cli(data, pat, model, passes: int):
+def trained(tmp_path, name: str, patterns: str, passes: int):
+    """(training file, pattern file, model) after `crfopt train` with ``patterns``."""
+    data, pat = write(tmp_path, "train.txt", TRAIN), write(tmp_path, name, patterns)
+    model = tmp_path / "m.crfopt"
     args = ["train", "--problem", str(data), "--template", str(pat), "--optimizer", "lbfgs"]
-    return CliRunner().invoke(
+    res = CliRunner().invoke(
         main, [*args, "--passes", str(passes), "--model", str(model), "--quiet"]
     )
+    assert res.exit_code == 0, res.output
+    return data, pat, model
 
 
 def test_train_tag_and_info_with_a_crfpp_template(tmp_path):
-    data = write(tmp_path, "train.txt", TRAIN)
-    pat = write(tmp_path, "template", "U00:%x[0,0]\nU01:%x[-1,1]/%x[0,1]\n\nB\n")
-    model = tmp_path / "m.crfopt"
-    res = train_cli(data, pat, model, 20)
-    assert res.exit_code == 0, res.output
+    data, pat, model = trained(tmp_path, "template", "U00:%x[0,0]\nU01:%x[-1,1]/%x[0,1]\n\nB\n", 20)
     loaded = crfopt.Model.load(model)
     assert loaded.template["format"] == "crfpp" and "U00:Confidence" in loaded.attributes
     assert loaded.bias is None  # a pattern file defines the whole feature map
@@ -373,11 +374,7 @@ def test_train_tag_and_info_with_a_crfpp_template(tmp_path):
 
 
 def test_evaluate_scores_untyped_chunks(tmp_path):
-    data = write(tmp_path, "train.txt", TRAIN)
-    pat = write(tmp_path, "pat.txt", "*\nu:%x[0,0]\n")
-    model = tmp_path / "m.crfopt"
-    res = train_cli(data, pat, model, 30)
-    assert res.exit_code == 0, res.output
+    data, _, model = trained(tmp_path, "pat.txt", "*\nu:%x[0,0]\n", 30)
     res = CliRunner().invoke(main, ["evaluate", "--model", str(model), str(data), "--json"])
     assert res.exit_code == 0, res.output
     assert '"f1": 1.0' in res.output  # B I O chunks are scored, not only tokens

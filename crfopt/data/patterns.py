@@ -160,13 +160,8 @@ def _parse_crfpp_line(text: str, line: int, source: str) -> Pattern:
             )
         m = _CRFPP_ARGS.match(text, pos + 2)
         if m is None:
-            raise _fail(
-                source,
-                line,
-                text,
-                f"malformed macro at column {pos + 1}: expected %x[row,col] with integer "
-                "row and column and no spaces",
-            )
+            why = f"malformed macro at column {pos + 1}: expected %x[row,col] with integer row"
+            raise _fail(source, line, text, why + " and column and no spaces")
         row = int(m.group(2) or 0) * (-1 if m.group(1) else 1)
         if not -CRFPP_MAX_ROW <= row <= CRFPP_MAX_ROW:
             raise _fail(
