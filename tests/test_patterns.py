@@ -490,3 +490,19 @@ def test_crfpp_template_reaches_crfsuites_objective_on_conll2000(tmp_path):
     )
     assert abs(theirs - ours) <= 1e-6 * ours, (theirs, ours)
     assert np.isfinite(ours)
+
+
+def test_compare_on_a_corpus_file_with_a_named_template_format(tmp_path):
+    data = write(tmp_path, "train.txt", TRAIN)
+    pat = write(tmp_path, "pat", "U00:%x[-1,0]\nB\n")  # as Wapiti reads it: u00:, _x-1
+    args = ["compare", "--problem", str(data), "--template", str(pat)]
+    args += ["--template-format", "wapiti", "--optimizers", "lbfgs", "--passes", "2"]
+    res = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "out"), "--quiet"])
+    assert res.exit_code == 0, res.output
+    table = crfopt.read_results(tmp_path / "out")
+    assert set(table["optimizer"]) == {"lbfgs"} and table["primal"].notna().all()
+    names = load_corpus(data, template=pat, template_format="wapiti").attribute_names
+    assert "u00:_x-1" in names and "u00:Confidence" in names
+    assert "U00:_B-1" in load_corpus(data, template=pat).attribute_names  # CRF++ by default
+    problem = load_corpus(data, template=pat, template_format="wapiti")
+    assert table["primal"].iloc[0] == pytest.approx(problem.primal_at_zero())
