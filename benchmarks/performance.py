@@ -48,7 +48,13 @@ kernels compiled once; ``--keep DIR`` saves that on reruns), floor 2 min (three
 processes, measured on its own, 2026-11-29), threads 8 s, P1 2.3 min
 (CRFsuite run to convergence without the bias block), P2 20 s, P3 42 min (CRFsuite
 trained on the four problems, 12 min of it; POS-EWT the longest), P4 1 min, P5 1 min,
-startup 2 min (the cold ``compare`` compiles every kernel it runs).
+startup 2 min (the cold ``compare`` compiles every kernel it runs). The wapiti section
+is long and is not part of that run: on OCR alone, with ``--wapiti-algorithms l-bfgs
+rprop+ bcd sgd-l1 --wapiti-seconds 900``, 100 min at a load of 5 (2026-12-07; its L-BFGS
+needs 532 iterations to settle, and each capped algorithm takes its cap on each thread
+count); CoNLL-2000's L-BFGS iterations take 2.2 s, POS-EWT's more. Run it with
+``--only P3 wapiti --retrain-crfsuite`` to measure Wapiti and CRFsuite in the same run,
+narrowed with ``--problems`` as needed.
 
 ``--render`` rewrites the report from the last run's raw figures
 (.benchmarks/performance.json) without measuring anything: after editing
