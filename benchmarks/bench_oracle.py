@@ -52,7 +52,7 @@ def problem(size: str) -> crfopt.CRFProblem:
 
 def _numpy_pass(p: crfopt.CRFProblem, w: np.ndarray) -> float:
     g = np.empty(p.dim)
-    return _kernels_numpy.batch_value_grad(p.data, p._get_transpose(), w, True, g)
+    return _kernels_numpy.batch_value_grad(p.data, p.transpose, w, True, g)
 
 
 def _best_of(fn, rounds: int) -> float:

@@ -41,6 +41,10 @@ machine, one thread each unless said otherwise. Sections (``--only``):
 * P5       a 4-run grid with 1 and 2 joblib workers and a 2-worker Dask LocalCluster.
 * startup  ``crfopt --help`` / ``crfopt list`` and the first ``compare`` cold and warm:
            benchmarks/bench_startup.py's measurements, called.
+* L1       ℓ1 and search: ``crfopt.CRF`` against sklearn-crfsuite on the tutorial's NER
+           features, one c1 = c2 = 0.1 fit on 700 sentences and on all of them and a
+           10 × 3 RandomizedSearchCV, default threading, ``--rounds`` rounds alternating:
+           benchmarks/l1_search.py's measurements, called.
 
 Runtime: 55 minutes in all for the run behind reports/performance.md (2026-11-28, 2-core
 Xeon, quiet, ``--rounds 5 --retrain-crfsuite``): epochs 5.5 min (the 'before' tree's
@@ -98,7 +102,7 @@ import crfopt  # noqa: E402
 #: 10 %, more than its distance to a target: benchmarks/epoch_floor.py)
 FLOOR_PROCESSES = 3
 
-SECTIONS = ["epochs", "floor", "threads", "P1", "P2", "P3", "wapiti", "P4", "P5", "startup"]
+SECTIONS = ["epochs", "floor", "threads", "P1", "P2", "P3", "wapiti", "P4", "P5", "startup", "L1"]
 #: the problems of the sections that take a list (``--problems`` narrows them)
 EPOCH_PROBLEMS = ["ocr", "conll2000"]
 P3_PROBLEMS = ["ocr", "conll2000", "ner-nl", "pos-ewt"]
@@ -810,6 +814,22 @@ def p5(args: argparse.Namespace) -> dict:
     return {"seconds": out, "speedup": {k: base / v for k, v in out.items()}}
 
 
+def l1(args: argparse.Namespace) -> dict:
+    """benchmarks/l1_search.py's measurements (sklearn-crfsuite and the NER data needed)."""
+    try:
+        import sklearn_crfsuite  # noqa: F401
+    except ImportError:
+        return {"skipped": "sklearn-crfsuite is not installed (the bench extra)"}
+    import l1_search
+
+    from crfopt.data.sources import DataNotFoundError
+
+    try:
+        return l1_search.measure(args.rounds)
+    except DataNotFoundError as exc:
+        return {"skipped": f"CoNLL-2002 Dutch is missing ({exc.__class__.__name__})"}
+
+
 def startup(args: argparse.Namespace) -> dict:
     """bench_startup.py's two measurements, called as pytest would (a fresh tmp folder)."""
     import bench_startup
@@ -836,6 +856,17 @@ def _read(path: Path) -> str | None:
         return path.read_text(encoding="utf-8").strip()
     except OSError:
         return None
+
+
+def _from_report(path: str | Path) -> dict:
+    """An earlier run's figures read back from its report's Details (``--only`` where
+    .benchmarks/ is empty, e.g. a fresh clone: the other sections stay in the report)."""
+    text = _read(Path(path)) or ""
+    _, found, details = text.partition("\n## Details\n")
+    if not found:
+        return {}
+    blocks = re.finditer(r"^### (\S+)\n\n```json\n(.*?)\n```$", details, re.S | re.M)
+    return {m.group(1): json.loads(m.group(2)) for m in blocks if m.group(1) in SECTIONS}
 
 
 def _tree() -> str:
@@ -978,6 +1009,23 @@ def _summary_rows(res: dict) -> list[str]:
             f"({s['dask LocalCluster, 2 workers']:.2f}×) | ≥ 1.7× | "
             f"{_ok(min(s['joblib, 2 workers'], s['dask LocalCluster, 2 workers']) >= 1.7)} |"
         )
+    if "L1" in res and "skipped" not in res["L1"]:
+        for key, what in (("fit-700", "700 sentences"), ("fit-all", "all 15,806 sentences")):
+            e = res["L1"].get(key)
+            if e:
+                rows.append(
+                    f"| L1 | one ℓ1 fit (c1 = c2 = 0.1), {what}, vs sklearn-crfsuite, same F "
+                    f"({e['objective_rel']:+.0e} rel.) | {e['crfopt_s']:.2f} s | "
+                    f"{e['crfsuite_s']:.2f} s | {e['ratio']:.2f} | ≤ 1.0 | "
+                    f"{_ok(e['ratio'] <= 1.0 and e['objective_rel'] <= 1e-6)} |"
+                )
+        e = res["L1"].get("search")
+        if e:
+            rows.append(
+                f"| L1 | RandomizedSearchCV 10 × 3 on 1,000 sentences vs sklearn-crfsuite | "
+                f"{e['crfopt_s']:.1f} s | {e['crfsuite_s']:.1f} s | {e['ratio']:.2f} | ≤ 1.0 | "
+                f"{_ok(e['ratio'] <= 1.0 and e['objective_rel'] <= 1e-6)} |"
+            )
     return rows
 
 
@@ -1297,6 +1345,15 @@ def _startup_section(r: dict) -> list[str]:
     return [*lines, ""]
 
 
+def _l1_section(r: dict) -> list[str]:
+    import l1_search
+
+    lines: list[str] = []
+    if _skipped(r, lines, "ℓ1 and search"):
+        return ["## ℓ1 and search", "", *lines]
+    return l1_search.table(r)
+
+
 def write_report(res: dict, path: Path) -> None:
     """reports/performance.md from a result dict (sections missing from it are left out)."""
     lines = [
@@ -1350,6 +1407,8 @@ def write_report(res: dict, path: Path) -> None:
         lines += _wapiti_section(res["wapiti"], p3 if same_run else None)
     if "startup" in res:
         lines += _startup_section(res["startup"])
+    if "L1" in res:
+        lines += _l1_section(res["L1"])
     notes = path.with_name("performance_notes.md")
     if notes.exists():  # the reading of these numbers: targets missed, why, what was fixed
         lines += [notes.read_text(encoding="utf-8").rstrip(), ""]
@@ -1394,7 +1453,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"epochs: the 'before' commit (default {BEFORE}, before issue 19's speed work)",
     )
     ap.add_argument(
-        "--rounds", type=int, default=3, help="epochs: processes per tree, alternating (3)"
+        "--rounds",
+        type=int,
+        default=3,
+        help="epochs: processes per tree, alternating; L1: rounds per measurement (3)",
     )
     ap.add_argument(
         "--callgrind",
@@ -1496,8 +1558,8 @@ def main(argv: list[str] | None = None) -> int:
 
     RESULTS.parent.mkdir(exist_ok=True)
     res: dict = {}
-    if RESULTS.exists() and args.only:  # keep the other measurements of an earlier run
-        res = json.loads(RESULTS.read_text())
+    if args.only:  # keep the other measurements of an earlier run
+        res = json.loads(RESULTS.read_text()) if RESULTS.exists() else _from_report(args.out)
     res.update(
         {
             "date": _now(),

@@ -22,6 +22,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     # kernels
     "kernels": ("crfopt.kernels", None),
     "vmath": ("crfopt.kernels.vmath", None),
+    "prefetch": ("crfopt.kernels.prefetch", None),
     "JIT_ENABLED": ("crfopt.kernels.jit", "JIT_ENABLED"),
     "jit": ("crfopt.kernels.jit", "jit"),
     "borrowed": ("crfopt.kernels.jit", "borrowed"),
@@ -45,6 +46,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "OptimizerSpec": ("crfopt.optim.contract", "OptimizerSpec"),
     "Param": ("crfopt.optim.contract", "Param"),
     "ParameterError": ("crfopt.optim.contract", "ParameterError"),
+    "UnsupportedProblemError": ("crfopt.optim.contract", "UnsupportedProblemError"),
     "hookimpl": ("crfopt.optim.hookspecs", "hookimpl"),
     "hookspec": ("crfopt.optim.hookspecs", "hookspec"),
     "samplers": ("crfopt.optim.samplers", None),
@@ -59,6 +61,7 @@ _PUBLIC: dict[str, tuple[str, str | None]] = {
     "load_problem": ("crfopt.bench.problems", "load_problem"),
     "Budget": ("crfopt.bench.runner", "Budget"),
     "RunResult": ("crfopt.bench.runner", "RunResult"),
+    "Checkpoint": ("crfopt.bench.evaluator", "Checkpoint"),
     "Schedule": ("crfopt.bench.runner", "Schedule"),
     "run": ("crfopt.bench.runner", "run"),
     "compare": ("crfopt.bench.compare", "compare"),
@@ -92,10 +95,11 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
-    from crfopt import dual, kernels, pieces, samplers, testing, vmath
+    from crfopt import dual, kernels, pieces, prefetch, samplers, testing, vmath
     from crfopt.apps.estimator import CRF
     from crfopt.apps.model import Model, ModelFormatError
     from crfopt.bench.compare import compare
+    from crfopt.bench.evaluator import Checkpoint
     from crfopt.bench.optimum import ReferenceOptimum, reference_optimum
     from crfopt.bench.problems import load_problem
     from crfopt.bench.results import read_results
@@ -112,7 +116,14 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager imports
     from crfopt.kernels.arrays import KernelData, Sequences
     from crfopt.kernels.counters import COUNTER_NAMES, Counters, CounterSnapshot
     from crfopt.kernels.jit import JIT_ENABLED, borrowed, jit, prange
-    from crfopt.optim.contract import Cost, Optimizer, OptimizerSpec, Param, ParameterError
+    from crfopt.optim.contract import (
+        Cost,
+        Optimizer,
+        OptimizerSpec,
+        Param,
+        ParameterError,
+        UnsupportedProblemError,
+    )
     from crfopt.optim.hookspecs import hookimpl, hookspec
     from crfopt.optim.registry import MetricSpec, ProblemSpec, Registry, get_registry
     from crfopt.optim.samplers import Sampler

@@ -32,11 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import crfopt
-from crfopt import borrowed, jit, kernels, samplers
-from crfopt.core import duality
-from crfopt.kernels.prefetch import stream_copy
-from crfopt.kernels.vmath import vexp
-from crfopt.optim.dual import gibbs_scores, initial_dual
+from crfopt import borrowed, dual, jit, kernels, pieces, prefetch, samplers, vmath
 
 
 class OEGState(NamedTuple):
@@ -148,7 +144,7 @@ def _trial_entropy(data, counters, wk, i, T, K, linear, bonus):
     )
     if not linear:
         KK = K * K
-        vexp(le.reshape(le.shape[0] * KK), edges_lin.reshape(edges_lin.shape[0] * KK), E * KK)
+        vmath.vexp(le.reshape(le.shape[0] * KK), edges_lin.reshape(edges_lin.shape[0] * KK), E * KK)
         for t in range(T):
             for k in range(K):
                 nodes_new[t, k] = math.exp(ln[t, k])
@@ -190,10 +186,7 @@ def _trial_gain(data, st, lam_n, wk, i, T, K, h_new, linear):
     for t in range(T):
         for k in range(K):
             diff_n[t, k] = (nodes_cur[t, k] - nodes_new[t, k]) / lam_n
-    kernels.expected_emission(data, i, diff_n, E_loc)
-    for k in range(K):
-        for l in range(K):
-            d_trans[k, l] = (P[i, k, l] - P_new[k, l]) / lam_n
+    kernels.difference_direction(data, i, diff_n, P[i], P_new, lam_n, E_loc, d_trans)
     sq = kernels.norm2_local(data, i, E_loc, d_trans)
     if linear:
         for t in range(T):
@@ -231,7 +224,7 @@ def _accept(data, st, wk, i, T, K, rho_new, h_new):
     # μ_i's edge block is read by no later iteration, only at checkpoints: streamed to
     # memory, it skips the read of its lines an ordinary store makes first (the
     # (N - n)·K² table is far larger than the caches; 8-12 % of an epoch)
-    stream_copy(mu_e, es * K * K, le, (T - 1) * K * K)
+    prefetch.stream_copy(mu_e, es * K * K, le, (T - 1) * K * K)
     st.rho[i] = rho_new
     for k in range(K):
         for l in range(K):
@@ -241,23 +234,23 @@ def _accept(data, st, wk, i, T, K, rho_new, h_new):
 
 
 @jit
-def _oeg_block(data, counters, st, first, later, u_rand, k_iters, opts, wk):
+def _oeg_block(data, counters, st, first, later, uniforms, k_iters, opts, wk):
     """k_iters OEG iterations (§3.8) on ``st`` (OEGState) with ``opts`` (OEGOptions).
 
     ``first``/``later`` are the sampler states of the first epoch and of the rest;
-    ``u_rand`` holds their two uniforms per iteration; ``wk`` is a :func:`make_work`.
+    ``uniforms`` holds their two uniforms per iteration; ``wk`` is a :func:`make_work`.
     """
-    data, counters, st, first, later, u_rand, wk = borrowed(
-        (data, counters, st, first, later, u_rand, wk)
+    data, counters, st, first, later, uniforms, wk = borrowed(
+        (data, counters, st, first, later, uniforms, wk)
     )
     K = data.n_labels
     n = data.offsets.shape[0] - 1
     for it in range(k_iters):
         first_epoch = st.iterations[0] < n
         if first_epoch and opts.permute_first:
-            i = samplers.sampler_draw(first, u_rand[it, 0], u_rand[it, 1])
+            i = samplers.sampler_draw(first, uniforms[it, 0], uniforms[it, 1])
         else:
-            i = samplers.sampler_draw(later, u_rand[it, 0], u_rand[it, 1])
+            i = samplers.sampler_draw(later, uniforms[it, 0], uniforms[it, 1])
         T = data.offsets[i + 1] - data.offsets[i]
         kernels.unary_scores(data, i, st.w, wk.s_w)  # scores, not an oracle call
         wk.W_T[:, :] = kernels.transition_matrix(data, st.w)
@@ -276,7 +269,6 @@ def _oeg_block(data, counters, st, first, later, u_rand, k_iters, opts, wk):
                 counters[kernels.UPDATES] += 1
                 break
             st.eta[i] = e_i * opts.shrink
-        counters[kernels.ITERATIONS] += 1
         st.iterations[0] += 1
     return k_iters
 
@@ -329,7 +321,7 @@ class OEG(crfopt.Optimizer):
         K, kd, n, N = problem.n_labels, problem.data, problem.n, problem.n_tokens
         L = int(kd.max_len)
         E = max(L - 1, 1)
-        support = int(kd.n_attributes) if kd.dense else int(np.diff(kd.support_ptr).max())
+        support = pieces.max_support(kd)
         work = 4 * E * K * K + 8 * L * K + 4 * K * K + support * K
         return int(
             problem.dual_memory(8) + 8 * (N * K + 2 * n * K * K + 2 * problem.dim + 4 * n + work)
@@ -349,7 +341,7 @@ class OEG(crfopt.Optimizer):
         K = p.n_labels
         kd = p.data
         c = prm["init_score"]
-        mu = initial_dual(p, "gibbs", c=c)  # μ⁰: one counted oracle_scores per sequence
+        mu = dual.initial_dual(p, "gibbs", c=c)  # μ⁰: one counted oracle_scores per sequence
         theta_n = np.zeros((p.n_tokens, K))
         L = int(kd.max_len)
         unary = np.zeros((L, K))
@@ -357,7 +349,7 @@ class OEG(crfopt.Optimizer):
         Psum = np.zeros((p.n, K, K))
         for i in range(p.n):
             s0, e0 = int(kd.offsets[i]), int(kd.offsets[i + 1])
-            gibbs_scores(kd, i, c, unary, edges)
+            dual.gibbs_scores(kd, i, c, unary, edges)
             theta_n[s0:e0] = unary[: e0 - s0]
             _, le = mu.sequence(i)
             if len(le):
@@ -370,14 +362,14 @@ class OEG(crfopt.Optimizer):
             mu_n=mu.log_nodes,
             mu_e=mu.log_edges,
             P=Psum,
-            H=duality.entropies(p, mu),
+            H=dual.entropies(p, mu),
             eta=np.full(p.n, prm["initial_step"]),
             iterations=np.zeros(1, dtype=np.int64),
         )
         self._mu = mu
         self._first = crfopt.Sampler("permutation", p.n, self.rng)
         self._later = crfopt.Sampler("uniform", p.n, self.rng)
-        max_support = int(kd.n_attributes) if kd.dense else int(np.diff(kd.support_ptr).max())
+        max_support = pieces.max_support(kd)
         self._work = make_work(L, K, max_support)
         self._opts = OEGOptions(
             lam_n=p.lam * p.n,
@@ -401,23 +393,20 @@ class OEG(crfopt.Optimizer):
         n_first = max(0, min(k, p.n - done_before)) if prm["first_pass_permutation"] else 0
         # the first epoch's draws come from the permutation sampler, later ones uniform;
         # each sampler prepares exactly the draws it will make, in order
-        u_first = self._first.prepare(n_first)
-        u_later = self._later.prepare(k - n_first)
-        u = np.concatenate([u_first, u_later]) if n_first else u_later
+        first = self._first.prepare(n_first)
+        later = self._later.prepare(k - n_first)
+        uniforms = np.concatenate([first, later]) if n_first else later
         return _oeg_block(
             p.data,
             p.counters.array,
             self._state,
             self._first.state,
             self._later.state,
-            u,
+            uniforms,
             int(k),
             self._opts,
             self._work,
         )
-
-    def step(self) -> None:
-        self.run_block(1)
 
     def dual_state(self) -> crfopt.DualMarginals:
         return self._mu

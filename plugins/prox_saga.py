@@ -144,13 +144,7 @@ def _catch_up_row(x, d, base, width, r, r1, inv_n, sigma, pi, S, eta):
 def _step_coordinate(x, d, j, g, e, inv_n, a, shrink):
     """One eager prox-SAGA step on coordinate j with ∇ℓᵢ − αᵢ = g (uniform pᵢ = 1/n):
     x ← S_a(x − e (g + d_j/n)) · shrink, a = eσ, shrink = 1/(1 + eλ); then d_j += g."""
-    v = x[j] - e * (g + d[j] * inv_n)
-    if v > a:
-        x[j] = (v - a) * shrink
-    elif v < -a:
-        x[j] = (v + a) * shrink
-    else:
-        x[j] = 0.0
+    x[j] = pieces.soft_threshold(x[j] - e * (g + d[j] * inv_n), a) * shrink
     d[j] += g
 
 
@@ -163,21 +157,21 @@ def _catch_up_all(x, d, last, r1, A, K, o, pi, S, eta):
 
 
 @jit
-def _prox_saga_block(data, counters, st, wk, sst, u_rand, k_iters, o):
+def _prox_saga_block(data, counters, st, wk, sst, uniforms, k_iters, o):
     """k_iters prox-SAGA iterations (§3.15)."""
-    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
+    data, counters, st, wk, sst, uniforms = borrowed((data, counters, st, wk, sst, uniforms))
     x, d, last, pi, S, eta, pos, L = st.x, st.d, st.last, st.pi, st.S, st.eta, st.pos, st.L
     U, P = st.U, st.P
     nodes, esum, unary, trans, weights = wk.nodes, wk.esum, wk.unary, wk.trans, wk.weights
     E_d, E_g, g_trans, th_g = wk.E_d, wk.E_g, wk.g_trans, wk.th_g
     K = data.n_labels
-    A = data.n_attributes
+    A = data.n_kernel_attributes
     t_off = A * K
     support = data.support
     inv_n = 1.0 / o.n
     lam, sigma = o.lam, o.sigma
     for it in range(k_iters):
-        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        i = samplers.sampler_draw(sst, uniforms[it, 0], uniforms[it, 1])
         r = pos[0]
         lo, hi = kernels.support_bounds(data, i)
         for jj in range(hi - lo):  # the rows sequence i reads, brought to step r
@@ -237,7 +231,6 @@ def _prox_saga_block(data, counters, st, wk, sst, u_rand, k_iters, o):
                 last[a_row] = 0
             pos[0] = 0
         L[0] *= o.decay
-        counters[kernels.ITERATIONS] += 1
         counters[kernels.UPDATES] += 1
     return k_iters
 
@@ -341,20 +334,17 @@ class ProxSAGA(crfopt.Optimizer):
         return _materialize(self._state, p.n_kernel_attributes, p.n_labels, self._opts)
 
     def run_block(self, k: int) -> int:
-        u = self._sampler.prepare(k)
+        uniforms = self._sampler.prepare(k)
         return _prox_saga_block(
             self.problem.data,
             self.problem.counters.array,
             self._state,
             self._work,
             self._sampler.state,
-            u,
+            uniforms,
             int(k),
             self._opts,
         )
-
-    def step(self) -> None:
-        self.run_block(1)
 
 
 @crfopt.hookimpl

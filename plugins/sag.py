@@ -36,10 +36,13 @@ import numpy as np
 import crfopt
 from crfopt import borrowed, jit, kernels, pieces, samplers
 
-VARIANTS = ("sag", "sag-nus", "sag-nus-star", "saga-nus")
-
 # a line search runs only when ‖∇ℓ_i‖² exceeds this (docs/algorithms.md §3.4)
 _GN2_MIN = 1e-8
+
+# ρ of SAG-NUS's three-way sampler (SLRB13 §5.5, BIGOPT sag_adaptive.c; the ``nus``
+# sampler): a draw among the seen examples is ∝ L_i + λ with probability ρ, else uniform.
+# Fixed by the paper, so not a parameter (SAG-NUS*'s own ρ is, §3.6).
+SLRB13_NON_UNIFORMITY = 0.5
 
 
 class SAGState(NamedTuple):
@@ -57,7 +60,9 @@ class SAGState(NamedTuple):
     L_max: np.ndarray  # (1,) max_i L_i, decayed (sag-nus)
     L_sum: np.ndarray  # (1,) Σ_seen L_i
     m: np.ndarray  # (1,) number of examples seen
-    t_max: np.ndarray  # max tree of L_i over seen (sag-nus-star, saga-nus)
+    L_tree: (
+        np.ndarray
+    )  # max tree of the L_i seen; L_tree[1] = their maximum (sag-nus-star, saga-nus)
 
 
 class Work(NamedTuple):
@@ -135,10 +140,7 @@ def _visit(data, counters, st, wk, i, lazy):
     for t in range(T):
         for k in range(K):
             weights[t, k] = nodes[t, k] - U[s0 + t, k]
-    kernels.expected_emission(data, i, weights, wk.E_d)
-    for k in range(K):
-        for l in range(K):
-            d_trans[k, l] = esum[k, l] - P[i, k, l]
+    kernels.difference_direction(data, i, weights, esum, P[i], 1.0, wk.E_d, d_trans)
     return f
 
 
@@ -188,7 +190,7 @@ def _sag_update(data, st, wk, i, alpha, count, lam, lazy):
     u, dsum = lw.u, lw.d
     E_d, d_trans = wk.E_d, wk.d_trans
     K = data.n_labels
-    t_off = data.n_attributes * K
+    t_off = data.n_kernel_attributes * K
     shrink = 1.0 - alpha * lam
     if data.dense and not lazy:
         # Dense rows: gdiff covers all of d in d's own order, so both updates go in one
@@ -266,18 +268,17 @@ def _finish(data, counters, st, wk, i, lazy):
         for l in range(K):
             P[i, k, l] = esum[k, l]
     if lazy and st.w.scale[0] < pieces.RENORMALIZE_BELOW:
-        pieces.renormalize(st.w, data.n_attributes, K)
-    counters[kernels.ITERATIONS] += 1
+        pieces.renormalize(st.w, data.n_kernel_attributes, K)
     counters[kernels.UPDATES] += 1
 
 
 @jit
-def _sag_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
+def _sag_block(data, counters, st, wk, sst, uniforms, k_iters, opts):
     """SAG (§3.4): uniform sampling, one L searched from its 2^(-1/n)-decayed value."""
-    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
+    data, counters, st, wk, sst, uniforms = borrowed((data, counters, st, wk, sst, uniforms))
     L, m = st.L, st.m
     for it in range(k_iters):
-        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        i = samplers.sampler_draw(sst, uniforms[it, 0], uniforms[it, 1])
         f = _visit(data, counters, st, wk, i, opts.lazy)
         gn2 = _gradient(data, wk, i)
         if gn2 > _GN2_MIN:
@@ -293,14 +294,14 @@ def _sag_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
 
 
 @jit
-def _sag_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
+def _sag_nus_block(data, counters, st, wk, sst, uniforms, k_iters, opts):
     """SAG-NUS (§3.5): SLRB13's adaptive sampling (the ``nus`` sampler, weights L_i + λ),
     L_i halved on a revisit then searched."""
-    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
+    data, counters, st, wk, sst, uniforms = borrowed((data, counters, st, wk, sst, uniforms))
     Lis, L_max, L_sum, m = st.Li, st.L_max, st.L_sum, st.m
     n, lam = opts.n, opts.lam
     for it in range(k_iters):
-        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        i = samplers.sampler_draw(sst, uniforms[it, 0], uniforms[it, 1])
         f = _visit(data, counters, st, wk, i, opts.lazy)
         was_seen = st.seen[i] != 0
         Li = Lis[i] * 0.5 if was_seen else Lis[i]
@@ -356,38 +357,38 @@ def _nus_star_lipschitz(data, counters, st, wk, sst, i, f, opts):
     if was_seen:
         L_sum[0] += Li - Lis[i]
     Lis[i] = Li
-    samplers.maxtree_update(st.t_max, opts.leaves, i, Li)
+    samplers.maxtree_update(st.L_tree, opts.leaves, i, Li)
     if not was_seen:
         _first_visit(st, i)
     samplers.sampler_set_weight(sst, i, Lis[i])
 
 
 @jit
-def _sag_nus_star_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
+def _sag_nus_star_block(data, counters, st, wk, sst, uniforms, k_iters, opts):
     """SAG-NUS* (§3.6): ρ-mixed sampling ∝ L_i, α = ½(1/(L_max + λ) + 1/(L̄ + λ))."""
-    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
-    t_max, L_sum, m = st.t_max, st.L_sum, st.m
+    data, counters, st, wk, sst, uniforms = borrowed((data, counters, st, wk, sst, uniforms))
+    L_tree, L_sum, m = st.L_tree, st.L_sum, st.m
     lam = opts.lam
     for it in range(k_iters):
-        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        i = samplers.sampler_draw(sst, uniforms[it, 0], uniforms[it, 1])
         f = _visit(data, counters, st, wk, i, opts.lazy)
         _nus_star_lipschitz(data, counters, st, wk, sst, i, f, opts)
         mm = m[0]
         Lbar = L_sum[0] / mm
-        alpha = 0.5 * (1.0 / (t_max[1] + lam) + 1.0 / (Lbar + lam))
+        alpha = 0.5 * (1.0 / (L_tree[1] + lam) + 1.0 / (Lbar + lam))
         _sag_update(data, st, wk, i, alpha, mm, lam, opts.lazy)
         _finish(data, counters, st, wk, i, opts.lazy)
     return k_iters
 
 
 @jit
-def _saga_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
+def _saga_nus_block(data, counters, st, wk, sst, uniforms, k_iters, opts):
     """SAGA-NUS (§3.7): SAG-NUS*'s sampler and L_i, unbiased step α = 1/(3(2L̄ + λ))."""
-    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
+    data, counters, st, wk, sst, uniforms = borrowed((data, counters, st, wk, sst, uniforms))
     L_sum, m = st.L_sum, st.m
     lam = opts.lam
     for it in range(k_iters):
-        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        i = samplers.sampler_draw(sst, uniforms[it, 0], uniforms[it, 1])
         p_i = samplers.sampler_probability(sst, i)  # at draw time: the step stays unbiased
         f = _visit(data, counters, st, wk, i, opts.lazy)
         _nus_star_lipschitz(data, counters, st, wk, sst, i, f, opts)
@@ -396,10 +397,6 @@ def _saga_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
         _saga_update(data, st, wk, i, alpha, p_i, opts.n, lam, opts.lazy)
         _finish(data, counters, st, wk, i, opts.lazy)
     return k_iters
-
-
-def _param_set(*names: str) -> dict[str, crfopt.Param]:
-    return {name: _PARAMS[name] for name in names}
 
 
 _PARAMS = {
@@ -429,16 +426,31 @@ _PARAMS = {
 }
 
 
-class _SAGBase(crfopt.Optimizer):
-    """Marginal memory, lazy w = s·u and the Lipschitz line search shared by the family."""
+_BASE_PARAMS = ("initial_lipschitz", "lazy", "max_doublings")
+_NUS_STAR_PARAMS = ("non_uniformity", "first_visit", "revisit", "skipping")
 
-    parameters = _param_set("initial_lipschitz", "lazy", "max_doublings")
+
+class _SAGBase(crfopt.Optimizer):
+    """Marginal memory, lazy w = s·u and the Lipschitz line search shared by the family.
+
+    A variant is one subclass: its registered ``name``, ``summary`` and ``reference``,
+    its ``parameters``, its compiled ``_block`` and the sampler it draws with.
+    """
+
+    name: str = ""
+    summary: str = ""
+    reference: str = ""
+    parameters = {k: _PARAMS[k] for k in _BASE_PARAMS}
     capabilities = frozenset({"stochastic", "line_search"})
     cost = crfopt.Cost(oracle_calls=(1, 1), forward_calls=(0, None), updates=(1, 1))
     _block: Any = None  # the compiled block function of the variant
 
     def _make_sampler(self) -> crfopt.Sampler:
         return crfopt.Sampler("uniform", self.problem.n, self.rng)
+
+    def _nus_star_options(self) -> dict[str, Any]:
+        """The L_i rules of SAG-NUS* (§3.6); unused by the variants without them."""
+        return {"first_visit": 0.0, "revisit": 0.0, "skipping": False}
 
     def setup(self) -> None:
         p = self.problem
@@ -447,11 +459,11 @@ class _SAGBase(crfopt.Optimizer):
         K, n = p.n_labels, p.n
         U, P = pieces.truth_memory(kd)  # every stored gradient starts at exactly 0
         leaves = samplers.leaves_for(n)
-        t_max = np.zeros(2 * leaves)
-        samplers.maxtree_build(t_max, leaves, np.full(n, -np.inf))
+        L_tree = np.zeros(2 * leaves)
+        samplers.maxtree_build(L_tree, leaves, np.full(n, -np.inf))
         L0 = prm["initial_lipschitz"]
         self._state = SAGState(
-            w=pieces.lazy_weights(p.dim, p.n_kernel_attributes),
+            w=pieces.lazy_weights(p.data),
             U=U,
             P=P,
             Li=np.full(n, L0),
@@ -462,7 +474,7 @@ class _SAGBase(crfopt.Optimizer):
             L_max=np.array([L0]),
             L_sum=np.zeros(1),
             m=np.zeros(1),
-            t_max=t_max,
+            L_tree=L_tree,
         )
         self._work = make_work(
             int(kd.max_len), pieces.max_support(kd), K, pieces.sequence_grams(kd)
@@ -475,11 +487,9 @@ class _SAGBase(crfopt.Optimizer):
             # only adds work to the O(d) update (OCR epoch 11 % slower lazy)
             lazy=bool(not p.dense if prm["lazy"] is None else prm["lazy"]),
             L0=float(L0),
-            first_visit=float(prm.get("first_visit", 0.0)),
-            revisit=float(prm.get("revisit", 0.0)),
-            skipping=bool(prm.get("skipping", False)),
             max_doublings=int(prm["max_doublings"]),
             decay=2.0 ** (-1.0 / n),
+            **self._nus_star_options(),
         )
         self._sampler = self._make_sampler()
 
@@ -489,7 +499,7 @@ class _SAGBase(crfopt.Optimizer):
         return pieces.materialize(self._state.w, p.n_kernel_attributes, p.n_labels)
 
     def run_block(self, k: int) -> int:
-        u = self._sampler.prepare(k)
+        uniforms = self._sampler.prepare(k)
         block = type(self)._block
         return block(
             self.problem.data,
@@ -497,18 +507,18 @@ class _SAGBase(crfopt.Optimizer):
             self._state,
             self._work,
             self._sampler.state,
-            u,
+            uniforms,
             int(k),
             self._opts,
         )
-
-    def step(self) -> None:
-        self.run_block(1)
 
 
 class SAG(_SAGBase):
     """SAG (§3.4): uniform sampling, one L from a line search, α = 1/(L + λ)."""
 
+    name = "sag"
+    summary = "SAG, uniform sampling, Lipschitz line search (marginal memory, lazy updates)"
+    reference = "SBA15 §4, Alg. 1-2; docs/algorithms.md §3.4"
     _block = _sag_block
 
 
@@ -516,25 +526,23 @@ class SAGNUS(_SAGBase):
     """SAG-NUS (§3.5): SLRB13's adaptive sampling over unseen/seen examples, L_i halved on
     revisits."""
 
+    name = "sag-nus"
+    summary = "SAG with adaptive non-uniform sampling ∝ L_i (SLRB13)"
+    reference = "SLRB13 §5.5 (BIGOPT sag_adaptive.c); docs/algorithms.md §3.5"
     _block = _sag_nus_block
 
     def _make_sampler(self) -> crfopt.Sampler:
-        return crfopt.Sampler("nus", self.problem.n, self.rng, non_uniformity=0.5)
+        return crfopt.Sampler("nus", self.problem.n, self.rng, non_uniformity=SLRB13_NON_UNIFORMITY)
 
 
 class SAGNUSStar(_SAGBase):
     """SAG-NUS* (§3.6): ρ-mixed sampling ∝ L_i, first-visit L_i = first_visit · L̄,
     revisit revisit · L_i, line searches skipped after successes."""
 
-    parameters = _param_set(
-        "initial_lipschitz",
-        "non_uniformity",
-        "first_visit",
-        "revisit",
-        "skipping",
-        "lazy",
-        "max_doublings",
-    )
+    name = "sag-nus-star"
+    summary = "SAG-NUS*: ρ = 0.5 mixed sampling ∝ L_i, line-search skipping"
+    reference = "SBA15 §5, §5.2; docs/algorithms.md §3.6"
+    parameters = {k: _PARAMS[k] for k in _PARAMS if k in _BASE_PARAMS + _NUS_STAR_PARAMS}
     _block = _sag_nus_star_block
 
     def _make_sampler(self) -> crfopt.Sampler:
@@ -542,40 +550,27 @@ class SAGNUSStar(_SAGBase):
             "weighted", self.problem.n, self.rng, non_uniformity=self.params["non_uniformity"]
         )
 
+    def _nus_star_options(self) -> dict[str, Any]:
+        prm = self.params
+        return {
+            "first_visit": float(prm["first_visit"]),
+            "revisit": float(prm["revisit"]),
+            "skipping": bool(prm["skipping"]),
+        }
+
 
 class SAGANUS(SAGNUSStar):
     """SAGA-NUS (§3.7): SAGA's unbiased step with SAG-NUS*'s sampler and L_i rules."""
 
+    name = "saga-nus"
+    summary = "SAGA-NUS: unbiased SAGA step, SAG-NUS* sampling and L_i rules"
+    reference = "SBA15 §5.1; Defazio et al. 2014; docs/algorithms.md §3.7"
     _block = _saga_nus_block
-
-
-_VARIANTS = {
-    "sag": (
-        SAG,
-        "SAG, uniform sampling, Lipschitz line search (marginal memory, lazy updates)",
-        "SBA15 §4, Alg. 1-2; docs/algorithms.md §3.4",
-    ),
-    "sag-nus": (
-        SAGNUS,
-        "SAG with adaptive non-uniform sampling ∝ L_i (SLRB13)",
-        "SLRB13 §5.5 (BIGOPT sag_adaptive.c); docs/algorithms.md §3.5",
-    ),
-    "sag-nus-star": (
-        SAGNUSStar,
-        "SAG-NUS*: ρ = 0.5 mixed sampling ∝ L_i, line-search skipping",
-        "SBA15 §5, §5.2; docs/algorithms.md §3.6",
-    ),
-    "saga-nus": (
-        SAGANUS,
-        "SAGA-NUS: unbiased SAGA step, SAG-NUS* sampling and L_i rules",
-        "SBA15 §5.1; Defazio et al. 2014; docs/algorithms.md §3.7",
-    ),
-}
 
 
 @crfopt.hookimpl
 def crfopt_register_optimizers() -> list[crfopt.OptimizerSpec]:
     return [
-        crfopt.OptimizerSpec(name, cls, summary=summary, reference=ref)
-        for name, (cls, summary, ref) in _VARIANTS.items()
+        crfopt.OptimizerSpec(cls.name, cls, summary=cls.summary, reference=cls.reference)
+        for cls in (SAG, SAGNUS, SAGNUSStar, SAGANUS)
     ]

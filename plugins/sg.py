@@ -175,21 +175,20 @@ def _fold_scale(st, A, K, average):
 
 
 @jit
-def _sg_block(data, counters, st, wk, sst, u_rand, k_iters, opts, average):
+def _sg_block(data, counters, st, wk, sst, uniforms, k_iters, opts, average):
     """SG (average=False) or ASG (average=True), docs/algorithms.md §3.10."""
-    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
+    data, counters, st, wk, sst, uniforms = borrowed((data, counters, st, wk, sst, uniforms))
     lam, eta0 = opts.lam, opts.eta0
     t = st.t
     for it in range(k_iters):
-        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        i = samplers.sampler_draw(sst, uniforms[it, 0], uniforms[it, 1])
         _gradient(data, counters, st, wk, i)
         eta = eta0 if opts.constant else eta0 / (1.0 + lam * eta0 * t[0])
         if average:  # close the rows about to change with their old values
             _asg_close(data, st, i, st.C[0])
         _sg_update(data, st, wk, i, eta, lam, 1.0)
-        _fold_scale(st, data.n_attributes, data.n_labels, average)
+        _fold_scale(st, data.n_kernel_attributes, data.n_labels, average)
         t[0] += 1.0
-        counters[kernels.ITERATIONS] += 1
         counters[kernels.UPDATES] += 1
     return k_iters
 
@@ -237,18 +236,18 @@ def _nus_lipschitz(data, counters, wk, lw, nst, i, f, gn2, nopts):
 
 
 @jit
-def _sg_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts, nst, lw, nopts):
+def _sg_nus_block(data, counters, st, wk, sst, uniforms, k_iters, opts, nst, lw, nopts):
     """SG-NUS (docs/algorithms.md §3.11): SG's step on ∇ℓ_i/(n p_i), i drawn half
     uniformly, half ∝ L_i over the seen examples."""
-    data, counters, st, wk, sst, u_rand, nst, lw = borrowed(
-        (data, counters, st, wk, sst, u_rand, nst, lw)
+    data, counters, st, wk, sst, uniforms, nst, lw = borrowed(
+        (data, counters, st, wk, sst, uniforms, nst, lw)
     )
     lam, eta0 = opts.lam, opts.eta0
     n = data.offsets.shape[0] - 1
     t = st.t
     visits = nst.visits
     for it in range(k_iters):
-        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        i = samplers.sampler_draw(sst, uniforms[it, 0], uniforms[it, 1])
         # the probability i was drawn with, before this visit changes L_i: the weighted
         # gradient is unbiased only with the draw-time p_i (as SAGA-NUS, §3.7)
         p_i = samplers.sampler_probability(sst, i)
@@ -259,9 +258,8 @@ def _sg_nus_block(data, counters, st, wk, sst, u_rand, k_iters, opts, nst, lw, n
         eta = eta0 if opts.constant else eta0 / (1.0 + lam * eta0 * t[0])
         weight = 1.0 / (n * p_i) if nopts.unbiased else 1.0
         _sg_update(data, st, wk, i, eta, lam, weight)
-        _fold_scale(st, data.n_attributes, data.n_labels, False)
+        _fold_scale(st, data.n_kernel_attributes, data.n_labels, False)
         t[0] += 1.0
-        counters[kernels.ITERATIONS] += 1
         counters[kernels.UPDATES] += 1
     return k_iters
 
@@ -288,18 +286,18 @@ def _ada_rows(u, G, g, j0, n_entries, lam, eta0, eps):
 
 
 @jit
-def _adagrad_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
+def _adagrad_block(data, counters, st, wk, sst, uniforms, k_iters, opts):
     """AdaGrad with a proximal ℓ2 step (Duchi et al. 2011; docs/algorithms.md §3.10)."""
-    data, counters, st, wk, sst, u_rand = borrowed((data, counters, st, wk, sst, u_rand))
+    data, counters, st, wk, sst, uniforms = borrowed((data, counters, st, wk, sst, uniforms))
     K = data.n_labels
-    A = data.n_attributes
+    A = data.n_kernel_attributes
     t_off = A * K
     lam, eta0, eps = opts.lam, opts.eta0, opts.eps
     u, G, last, tt = st.u, st.acc, st.last, st.t
     support = data.support
     g_loc, g_trans = wk.g_loc, wk.g_trans
     for it in range(k_iters):
-        i = samplers.sampler_draw(sst, u_rand[it, 0], u_rand[it, 1])
+        i = samplers.sampler_draw(sst, uniforms[it, 0], uniforms[it, 1])
         lo, hi = kernels.support_bounds(data, i)
         t = tt[0]
         for j in range(hi - lo):
@@ -314,7 +312,6 @@ def _adagrad_block(data, counters, st, wk, sst, u_rand, k_iters, opts):
         _ada_rows(u, G, g_trans.reshape(K * K), t_off, K * K, lam, eta0, eps)
         last[A] = t + 1.0
         tt[0] = t + 1.0
-        counters[kernels.ITERATIONS] += 1
         counters[kernels.UPDATES] += 1
     return k_iters
 
@@ -390,21 +387,25 @@ class _SGBase(crfopt.Optimizer):
             t=np.zeros(1),
         )
         self._work = make_work(int(p.data.max_len), pieces.max_support(p.data), p.n_labels)
-        self._opts = Options(
-            lam=float(p.lam),
-            eta0=float(prm["step_size"]),
-            constant=prm.get("schedule") == "constant",
-            eps=float(prm.get("epsilon", 0.0)),
-        )
+        self._opts = Options(lam=float(p.lam), eta0=float(prm["step_size"]), **self._step_options())
         self._sampler = crfopt.Sampler("uniform", p.n, self.rng)
 
-    def _args(self, k: int) -> tuple[Any, ...]:
-        u = self._sampler.prepare(k)
-        p = self.problem
-        return (p.data, p.counters.array, self._state, self._work, self._sampler.state, u, int(k))
+    def _step_options(self) -> dict[str, Any]:
+        """The variant's own step options (:class:`Options`; unused ones stay neutral)."""
+        return {"constant": False, "eps": 0.0}
 
-    def step(self) -> None:
-        self.run_block(1)
+    def _args(self, k: int) -> tuple[Any, ...]:
+        uniforms = self._sampler.prepare(k)
+        p = self.problem
+        return (
+            p.data,
+            p.counters.array,
+            self._state,
+            self._work,
+            self._sampler.state,
+            uniforms,
+            int(k),
+        )
 
 
 class SG(_SGBase):
@@ -421,6 +422,9 @@ class SG(_SGBase):
                 f"step_size·λ < 1 (got {prm['step_size']} · {self.problem.lam:.3g})"
             )
         super().setup()
+
+    def _step_options(self) -> dict[str, Any]:
+        return {"constant": self.params["schedule"] == "constant", "eps": 0.0}
 
     @property
     def w(self) -> np.ndarray:
@@ -445,6 +449,9 @@ class AdaGrad(_SGBase):
     """AdaGrad with a proximal ℓ2 step, per-coordinate η/(ε + √G_j) (Duchi et al. 2011)."""
 
     parameters = {k: _PARAMS[k] for k in ("step_size", "epsilon")}
+
+    def _step_options(self) -> dict[str, Any]:
+        return {"constant": False, "eps": float(self.params["epsilon"])}
 
     @property
     def w(self) -> np.ndarray:

@@ -41,13 +41,13 @@ def count(
             "CRFOPT_DISABLE_JIT=1 (the NumPy path runs the same search; its iterates agree "
             "with the compiled ones to rounding)"
         )
-    import crfopt_plugins.sdca as sdca
+    from crfopt.optim.dual import search  # where SDCA's Newton search lives (crfopt.dual)
 
     tally = {"searches": 0, "rejected": 0}
-    rtsafe = sdca._rtsafe
+    rtsafe = search._rtsafe
 
     def wrapped(x0, sub_precision, max_iter, lna, sc, T, K, seg, m, tau):
-        newton = sdca._newton_step(x0, 1.0, 0.0, sc, T, K, lna, seg, m, tau)[0]
+        newton = search._newton_step(x0, 1.0, 0.0, sc, T, K, lna, seg, m, tau)[0]
         candidate = x0 - newton
         # the safeguard of the first step: inside the bracket (0, 1), at most half the
         # initial step history (1)
@@ -59,7 +59,7 @@ def count(
     with problem.initialization():
         opt = crfopt.get_registry().optimizer(name).create(problem, seed, overrides)
     blocks = []
-    sdca._rtsafe = wrapped
+    search._rtsafe = wrapped
     try:
         done = 0
         while done < iterations:
@@ -71,7 +71,7 @@ def count(
             blocks.append({"iterations": k, **tally, "ls_evals": int(evals)})
             done += k
     finally:
-        sdca._rtsafe = rtsafe
+        search._rtsafe = rtsafe
         opt.close()
     return blocks
 

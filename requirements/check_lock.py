@@ -28,7 +28,8 @@ else:  # pyproject.toml requires tomli on 3.10
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements" / "ci.txt"
-EXTRAS = ("test", "bench", "docs", "slurm")  # the extras the lock is compiled with (its header)
+# the extras the lock is compiled with (its header)
+EXTRAS = ("test", "bench", "docs", "slurm", "browser")
 
 
 def locked_pins(path: Path) -> dict[str, Version]:

@@ -3,7 +3,9 @@
 Opt-in (``pytest -m browser`` or ``tox -e browser``): it needs Debian's chromium at
 /usr/bin/chromium (``apt-get install -y chromium``; ``CRFOPT_CHROMIUM`` names another
 binary) and playwright (``pip install playwright``; its own browser download is not
-used). Screenshots go to ``CRFOPT_SHOTS`` when set, else to the test's tmp folder.
+used). Screenshots go to ``CRFOPT_SHOTS`` when set, else to the test's tmp folder. CI
+(``.ci/run``) installs both and sets ``CRFOPT_REQUIRE_BROWSER=1``, under which a missing
+browser fails the test instead of skipping it.
 """
 
 from __future__ import annotations
@@ -35,17 +37,25 @@ ARGS = [
 ]
 
 
+def _unavailable(reason: str) -> None:
+    """Skip, or fail where the browser must be there (CI sets CRFOPT_REQUIRE_BROWSER=1
+    after installing it: a skip would pass a test that never ran)."""
+    if os.environ.get("CRFOPT_REQUIRE_BROWSER", "") not in ("", "0"):
+        pytest.fail(f"CRFOPT_REQUIRE_BROWSER is set but {reason}")
+    pytest.skip(reason)
+
+
 @pytest.fixture(scope="module")
 def browser():
     if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
-        pytest.skip(
+        _unavailable(
             f"no Chromium at {CHROMIUM}: apt-get install -y chromium "
             "(or set CRFOPT_CHROMIUM to a Chromium binary)"
         )
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        pytest.skip("playwright is not installed: pip install 'crfopt[browser]' (or playwright)")
+        _unavailable("playwright is not installed: pip install 'crfopt[browser]' (or playwright)")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b

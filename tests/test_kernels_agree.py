@@ -130,7 +130,7 @@ def test_per_sequence_kernels_agree(problem):
 def _batch_outputs(impl, problem, w):
     """One twin's batch value with and without the gradient, log-marginals (as a dual μ)
     and expected features at w: what both batch-agreement tests compare."""
-    tr = problem._get_transpose()
+    tr = problem.transpose
     kd = problem.data
     g = np.empty(problem.dim)
     v = impl.batch_value_grad(kd, tr, w, True, g)
@@ -235,14 +235,16 @@ def test_oracle_marginals_gives_both_forms(problem):
 
 
 def _public_functions(module) -> dict:
-    """Functions (plain or numba dispatchers) defined in ``module`` with public names."""
+    """Functions (plain or numba dispatchers) with public names that ``module`` defines,
+    or, for a package (the compiled twin), that its modules define and it re-exports."""
+    inside = (module.__name__, *(f"{module.__name__}.{m}" for m in getattr(module, "MODULES", ())))
     return {
         name: fn
         for name, fn in vars(module).items()
         if not name.startswith("_")
         and callable(fn)
         and not isinstance(fn, type)
-        and getattr(fn, "__module__", None) == module.__name__
+        and getattr(fn, "__module__", None) in inside
     }
 
 
@@ -385,14 +387,14 @@ def test_mixed_scaled_and_log_space_batch_agrees(problem):
 def test_transition_span_is_exact_for_every_label_count(K):
     """The four-lane extrema scan (every oracle call's span test) returns exactly
     (max, max - min) whatever K mod 4 is and wherever the extremes sit."""
-    from crfopt.kernels import _numba as NB
+    from crfopt.kernels._numba import tables
 
     rng = np.random.default_rng(K)
     for trial in range(20):
         table = rng.normal(scale=10.0, size=(K, K))
         if trial % 2:  # an extreme in a remainder lane / the last column
             table[rng.integers(K), K - 1] = 1e3 * (1 if trial % 4 == 1 else -1)
-        mx, span = NB._trans_span(table, K)
+        mx, span = tables.table_span(table, K)
         assert mx == table.max()
         assert span == table.max() - table.min()
 
@@ -405,7 +407,7 @@ def test_bonus_edge_maxima_are_the_per_table_scans_to_the_bit(K):
     T - 1 scans' to the bit (zero signs included), in every case the shortcut declines:
     truth entries at base's minimum or maximum (unique and tied), a bonus that lands on
     base's maximum, negative and NaN bonuses, signed-zero extrema, NaN and inf in base."""
-    from crfopt.kernels import _numba as NB
+    from crfopt.kernels._numba import tables
 
     rng = np.random.default_rng(100 + K)
     T = 12
@@ -440,12 +442,12 @@ def test_bonus_edge_maxima_are_the_per_table_scans_to_the_bit(K):
                 for t in range(T - 1):
                     edges[t, truth[t], truth[t + 1]] = base[truth[t], truth[t + 1]] + bonus
             want = np.zeros(T - 1)
-            span_want = NB._edge_maxima(edges, False, T, K, want)
+            span_want = tables.table_maxima(edges, False, T, K, want)
             got = np.zeros(T - 1)
-            span_got, mb = NB._bonus_edge_maxima(edges, base, truth, T, K, got)
+            span_got, mb = tables.bonus_table_maxima(edges, base, truth, T, K, got)
             assert np.array_equal(bits(got), bits(want)), (trial, bonus)
             assert bits(span_got) == bits(span_want), (trial, bonus)
-            assert bits(mb) == bits(NB._trans_span(base, K)[0])
+            assert bits(mb) == bits(tables.table_span(base, K)[0])
             cases += 1
     assert cases == 360
 

@@ -181,6 +181,45 @@ def test_plugins_and_datasets_use_the_public_api(folder):
     assert not bad, "\n".join(bad)
 
 
+def _facade_only(path: Path) -> list[str]:
+    """Imports of crfopt other than ``import crfopt`` / ``from crfopt import <public>``."""
+    import ast
+
+    import crfopt
+
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            bad += [
+                f"{path.name}:{node.lineno}: import {a.name}"
+                for a in node.names
+                if a.name.startswith("crfopt.")
+            ]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("crfopt"):
+            if node.module != "crfopt":
+                bad.append(f"{path.name}:{node.lineno}: from {node.module} import …")
+            else:
+                bad += [
+                    f"{path.name}:{node.lineno}: crfopt.{a.name} is not a public name"
+                    for a in node.names
+                    if a.name not in crfopt.__all__
+                ]
+    return bad
+
+
+def test_optimizer_plugins_import_only_public_names():
+    """A built-in optimizer uses exactly what a third-party one can: the names of
+    ``crfopt.__all__`` (docs/plugins.md), never a module path inside the package."""
+    optimizers = [
+        p
+        for p in sorted((REPO / "plugins").glob("*.py"))
+        if "crfopt_register_optimizers" in p.read_text()
+    ]
+    assert len(optimizers) >= 6
+    bad = [b for p in optimizers for b in _facade_only(p)]
+    assert not bad, "\n".join(bad)
+
+
 def test_import_crfopt_is_lazy():
     code = (
         "import crfopt, sys; print(sorted(m for m in ('pandas', 'pyarrow', 'seaborn', "

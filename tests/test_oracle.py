@@ -246,7 +246,7 @@ needs_jit = pytest.mark.skipif(not JIT_ENABLED, reason="the compiled batch kerne
 
 def _batch(impl, problem, w):
     g = np.empty(problem.dim)
-    v = impl.batch_value_grad(problem.data, problem._get_transpose(), w, True, g)
+    v = impl.batch_value_grad(problem.data, problem.transpose, w, True, g)
     return v, g
 
 
@@ -261,12 +261,13 @@ def test_batch_pass_agrees_with_numpy_twin(dense, attributes):
     partials (32·A ≤ N) and dense through one product over all nodes (32·A > N)."""
     import crfopt
     from crfopt.kernels import _numba as JT
+    from crfopt.kernels._numba import batch
 
     p = crfopt.make_synthetic(
         n=90, labels=4, attributes=attributes, length=5, dense=dense, density=0.3, seed=2
     )
     if dense:  # the case runs the path its id names
-        fits = JT._dense_parts_fit(p.n_tokens, p.data.n_attributes, JT.BATCH_CHUNKS)
+        fits = batch._dense_parts_fit(p.n_tokens, p.data.n_kernel_attributes, JT.BATCH_CHUNKS)
         assert fits == (attributes < 10)
     w = np.random.default_rng(4).normal(scale=0.7, size=p.dim)
     v_jit, g_jit = _batch(JT, p, w)
@@ -327,12 +328,13 @@ def test_each_chunk_kernel_has_no_parfor_but_its_prange(dense):
 
     import crfopt
     from crfopt.kernels import _numba as JT
+    from crfopt.kernels._numba import batch
 
     p = crfopt.make_synthetic(n=40, labels=3, attributes=5, length=4, dense=dense, seed=1)
-    d, K, A, n, N = p.data, p.n_labels, p.data.n_attributes, p.n, p.n_tokens
+    d, K, A, n, N = p.data, p.n_labels, p.data.n_kernel_attributes, p.n, p.n_tokens
     w = np.random.default_rng(2).normal(scale=0.3, size=p.dim)
     U, trans = JT.emission_matrix(d, w), JT.transition_matrix(d, w)
-    bounds = JT._chunk_bounds(d.offsets, 4)
+    bounds = batch._chunk_bounds(d.offsets, 4)
     nc = bounds.shape[0] - 1
     theta = np.empty((N, K))
     calls = {
@@ -349,7 +351,7 @@ def test_each_chunk_kernel_has_no_parfor_but_its_prange(dense):
         rows = d.offsets[bounds]
         calls["_dense_emission_parts"] = (d.X, np.ones((N, K)), rows, np.empty((nc, A, K)))
     else:
-        tr = p._get_transpose()
+        tr = p.transpose
         calls["_scatter_emission_sparse"] = (
             tr.col_ptr,
             tr.col_token,
@@ -358,7 +360,7 @@ def test_each_chunk_kernel_has_no_parfor_but_its_prange(dense):
             np.empty((A, K)),
         )
     for name, args in calls.items():
-        fresh = numba.njit(parallel=True)(getattr(JT, name).py_func)
+        fresh = numba.njit(parallel=True)(getattr(batch, name).py_func)
         with numba.parallel_chunksize(1):
             fresh(*args)
         report = fresh.get_metadata(fresh.signatures[0])["parfor_diagnostics"]

@@ -8,6 +8,7 @@ finite differences of ℓ_i, max_support against a direct count.
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -32,12 +33,25 @@ def _random_w(problem, seed, scale=0.5):
     return scale * np.random.default_rng(seed).standard_normal(problem.dim)
 
 
+def test_lazy_weights_refuses_a_row_count_without_the_bias_rows():
+    """The deprecated (dim, n_rows) form is checked: problem.n_attributes (A) where the
+    kernel rows (A + 3 with the bias) are meant used to give a silently short ``last``."""
+    p = crfopt.make_synthetic(n=4, labels=3, attributes=7, length=3, seed=0)
+    assert p.n_kernel_attributes == p.n_attributes + 3
+    with pytest.warns(DeprecationWarning, match="lazy_weights"):
+        lw = pieces.lazy_weights(p.dim, p.n_kernel_attributes)
+    assert lw.last.shape == pieces.lazy_weights(p.data).last.shape == (p.n_kernel_attributes + 1,)
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="n_kernel_attributes"):
+        pieces.lazy_weights(p.dim, p.n_attributes)
+
+
 def test_lazy_catch_up_equals_the_eager_update_loop():
     """w ← c·w − (α/m)·d with sparse changes of d, eager vs lazy incl. renormalizations."""
     rng = np.random.default_rng(0)
     A, K = 9, 3
     dim = A * K + K * K
-    lw = pieces.lazy_weights(dim, A)
+    lw = pieces.lazy_weights(SimpleNamespace(n_labels=K, n_kernel_attributes=A))
+    assert lw.u.shape == (dim,) and lw.last.shape == (A + 1,)
     lw.u[:] = rng.standard_normal(dim)
     w = lw.u.copy()  # the eager truth
     renormalized = 0
@@ -319,7 +333,7 @@ def _dense_X(data):
     if data.dense:
         return np.asarray(data.X)
     N = int(data.offsets[-1])
-    X = np.zeros((N, int(data.n_attributes)))
+    X = np.zeros((N, int(data.n_kernel_attributes)))
     for r in range(N):
         for p in range(int(data.indptr[r]), int(data.indptr[r + 1])):
             X[r, int(data.indices[p])] += float(data.values[p])
@@ -334,7 +348,7 @@ def _compiled_grams_without_jit(data):
     ptr = np.zeros(T.shape[0] + 1, dtype=np.int64)
     np.cumsum(T**2, out=ptr[1:])
     values = np.empty(int(ptr[-1]))
-    _sparse_grams(data, ptr, values, np.zeros(int(data.n_attributes)))
+    _sparse_grams(data, ptr, values, np.zeros(int(data.n_kernel_attributes)))
     return pieces.SequenceGrams(ptr, values)
 
 
@@ -345,7 +359,7 @@ def test_sequence_grams_are_built_only_where_they_cost_less_than_the_products():
         n=6, labels=3, attributes=2, length=12, dense=True, density=1.0, seed=3, lam=0.1
     )
     T = np.diff(narrow.data.offsets)
-    nnz = T * narrow.data.n_attributes
+    nnz = T * narrow.data.n_kernel_attributes
     pays = np.less_equal(T**2, pieces.GRAM_WORK_RATIO * nnz)
     assert pays.any() and not pays.all()
     grams = pieces.sequence_grams(narrow.data)

@@ -14,11 +14,10 @@ import pytest
 from test_l1 import _l1_problem, _split_optimum
 
 import crfopt
-import crfopt_plugins.sdca as S
 from crfopt.bench.evaluator import Evaluator
 from crfopt.bench.runner import Budget, run
 from crfopt.core import duality
-from crfopt.optim.dual import initial_dual
+from crfopt.optim.dual import blocks, initial_dual, prox, search
 
 VARIANTS = [
     "sdca",
@@ -59,12 +58,12 @@ def _prox_block_state(problem, i):
     w = duality.soft_threshold(u, tau)
     K, data = problem.n_labels, problem.data
     T = int(data.offsets[i + 1] - data.offsets[i])
-    sc = S.make_scratch(int(data.max_len), K)
+    sc = blocks.make_scratch(int(data.max_len), K)
     s = int(data.offsets[i])
-    S._load(mu.log_nodes, mu.log_edges, s, s - i, T, K, sc)
+    blocks.load(mu.log_nodes, mu.log_edges, s, s - i, T, K, sc)
     counters = np.zeros(7, dtype=np.int64)
     crfopt.kernels.oracle_marginals(data, counters, i, w, sc.lnun, sc.lnue, sc.nun, sc.nue)
-    g_i, r_i = S._delta_kls(
+    g_i, r_i = blocks._delta_kls(
         T, K, sc.mn_f, sc.lmn_f, sc.nun_f, sc.lnun_f, sc.dn_f,
         sc.me_f, sc.lme_f, sc.nue_f, sc.lnue_f, sc.de_f, sc.xe_f, sc.lxe_f,
     )  # fmt: skip
@@ -75,7 +74,7 @@ def _prox_block_state(problem, i):
     E_loc /= lam_n
     trans = (np.exp(mu.sequence(i)[1]) - sc.nue[: T - 1]).sum(axis=0) / lam_n
     seg = np.zeros((3, (hi - lo) * K + K * K))
-    m = S._pack_segment(data, i, u, tau, E_loc, trans, seg)
+    m = prox.pack_segment(data, i, u, tau, E_loc, trans, seg)
     v = problem.zeros()
     crfopt.kernels.add_local(data, i, v, 1.0, E_loc, trans)
     return mu, u, v, sc, T, K, lam_n, seg, m, tau, g_i + r_i
@@ -105,37 +104,39 @@ def test_block_objective_and_derivatives_are_the_piecewise_dual(synth, i):
     D0 = dual_n(0.0)
 
     def f(g):
-        return S._prox_block_value(g, lam_n, sc, T, K, seg, m, tau)
+        return search.prox_block_value(g, lam_n, sc, T, K, seg, m, tau)
 
     f0 = f(0.0)
     h = 1e-6
     grid = np.concatenate([np.linspace(0.02, 0.98, 13), kinks])
     for g in grid:
         assert f(g) - f0 == pytest.approx(dual_n(g) - D0, rel=1e-9, abs=1e-10)
-        d1, d2 = S._prox_derivatives(g, sc, T, K, lam_n, seg, m, tau)
+        d1, d2 = search.prox_derivatives(g, sc, T, K, lam_n, seg, m, tau)
         fd1 = (dual_n(g + h) - dual_n(g - h)) / (2 * h)
         assert d1 == pytest.approx(fd1, rel=1e-5, abs=1e-6)
         assert d2 < 0
         if np.min(np.abs(kinks - g)) > 1e-4:
             e = 1e-6
-            a1 = S._prox_derivatives(g + e, sc, T, K, lam_n, seg, m, tau)[0]
-            b1 = S._prox_derivatives(g - e, sc, T, K, lam_n, seg, m, tau)[0]
+            a1 = search.prox_derivatives(g + e, sc, T, K, lam_n, seg, m, tau)[0]
+            b1 = search.prox_derivatives(g - e, sc, T, K, lam_n, seg, m, tau)[0]
             assert d2 == pytest.approx((a1 - b1) / (2 * e), rel=1e-4, abs=1e-5)
     # f'(0) = g_i + r_i (the pre-step gaps), as in the ℓ2 case
-    assert S._prox_derivatives(0.0, sc, T, K, lam_n, seg, m, tau)[0] == pytest.approx(d0, rel=1e-9)
+    assert search.prox_derivatives(0.0, sc, T, K, lam_n, seg, m, tau)[0] == pytest.approx(
+        d0, rel=1e-9
+    )
 
 
 @pytest.mark.parametrize("i", [0, 4, 9, 17])
 def test_prox_newton_maximizes_the_piecewise_dual(synth, i):
     mu, _, _, sc, T, K, lam_n, seg, m, tau, d0 = _prox_block_state(synth, i)
-    gamma, evals, capped = S._prox_line_search(0.5, 1e-9, 100, d0, lam_n, sc, T, K, seg, m, tau)
+    gamma, evals, capped = search.prox_line_search(0.5, 1e-9, 100, d0, lam_n, sc, T, K, seg, m, tau)
     grid = np.linspace(0.0, 1.0, 2001)
     values = [synth.dual(_mixed(mu, synth, i, sc, T, K, g)) for g in grid]
     best = grid[int(np.argmax(values))]
     assert abs(gamma - best) <= 1e-3
     assert not capped and 1 <= evals < 40
     # line_search="golden" on the same piecewise objective
-    golden, _ = S._golden_line_search(1e-9, 0.0, 0.0, lam_n, sc, T, K, seg, m, tau)
+    golden, _ = search.golden_line_search(1e-9, 0.0, 0.0, lam_n, sc, T, K, seg, m, tau)
     assert abs(golden - best) <= 1e-3
 
 

@@ -26,7 +26,7 @@ class Noop(crfopt.Optimizer):
         return self._w
     def step(self):
         self.problem.oracle(int(self.rng.integers(self.problem.n)), self._w)
-        self.count(iterations=1, updates=1)
+        self.count(updates=1)
 
 @crfopt.hookimpl
 def crfopt_register_optimizers():

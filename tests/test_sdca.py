@@ -16,7 +16,7 @@ from scipy.optimize import brentq
 import crfopt
 import crfopt_plugins.sdca as S
 from crfopt.bench.evaluator import Evaluator
-from crfopt.optim.dual import initial_dual
+from crfopt.optim.dual import blocks, initial_dual, search
 
 from conftest import scipy_optimum
 
@@ -57,9 +57,9 @@ def _block_state(problem, i):
     K = problem.n_labels
     data = problem.data
     T = int(data.offsets[i + 1] - data.offsets[i])
-    sc = S.make_scratch(int(data.max_len), K)
+    sc = blocks.make_scratch(int(data.max_len), K)
     s = int(data.offsets[i])
-    S._load(mu.log_nodes, mu.log_edges, s, s - i, T, K, sc)
+    blocks.load(mu.log_nodes, mu.log_edges, s, s - i, T, K, sc)
     counters = np.zeros(7, dtype=np.int64)
     crfopt.kernels.oracle_marginals(data, counters, i, w, sc.lnun, sc.lnue, sc.nun, sc.nue)
     sc.dn_f[: T * K] = sc.nun_f[: T * K] - sc.mn_f[: T * K]
@@ -80,11 +80,11 @@ def test_line_search_derivatives_match_finite_differences(small, i):
     sc, T, K, a, b, lam_n = _block_state(small, i)
 
     def f(g):
-        return S._block_value(g, a, b, lam_n, sc, T, K)
+        return search.block_value(g, a, b, lam_n, sc, T, K)
 
     h = 1e-5
     for g in (0.05, 0.3, 0.5, 0.9):
-        d1, d2 = S._derivatives(g, sc, T, K, lam_n * a)
+        d1, d2 = search.derivatives(g, sc, T, K, lam_n * a)
         fd1 = (f(g + h) - f(g - h)) / (2 * h)
         fd2 = (f(g + h) - 2 * f(g) + f(g - h)) / h**2
         assert d1 == pytest.approx(fd1, rel=1e-6, abs=1e-8)
@@ -95,10 +95,10 @@ def test_line_search_derivatives_match_finite_differences(small, i):
 @pytest.mark.parametrize("i", [1, 5])
 def test_newton_step_maximizes_the_block_objective(small, i):
     sc, T, K, a, b, lam_n = _block_state(small, i)
-    d0 = S._derivatives(0.0, sc, T, K, lam_n * a)[0]
-    gamma, evals, capped = S._newton_line_search(0.5, 1e-8, 100, d0, lam_n * a, sc, T, K)
+    d0 = search.derivatives(0.0, sc, T, K, lam_n * a)[0]
+    gamma, evals, capped = search.newton_line_search(0.5, 1e-8, 100, d0, lam_n * a, sc, T, K)
     grid = np.linspace(0.0, 1.0, 4001)
-    best = grid[int(np.argmax([S._block_value(g, a, b, lam_n, sc, T, K) for g in grid]))]
+    best = grid[int(np.argmax([search.block_value(g, a, b, lam_n, sc, T, K) for g in grid]))]
     assert abs(gamma - best) <= 2.5e-4
     assert 1 <= evals < 20 and not capped
 
@@ -106,7 +106,7 @@ def test_newton_step_maximizes_the_block_objective(small, i):
 def _one_node_block(mu, nu):
     """Scratch tables of a one-token block (T = 1): μ, δ = ν - μ and log ν."""
     K = len(mu)
-    sc = S.make_scratch(1, K)
+    sc = blocks.make_scratch(1, K)
     sc.mn_f[:K] = mu
     sc.dn_f[:K] = np.subtract(nu, mu)
     sc.lnun_f[:K] = np.log(nu)
@@ -124,12 +124,12 @@ def test_first_newton_evaluation_narrows_the_bracket():
         mu_g = sc.mn_f[:K] + g * sc.dn_f[:K]
         return float(sc.dn_f[:K] @ (sc.lnun_f[:K] - np.log(mu_g))) - lna * g
 
-    d1, d2 = S._derivatives(0.5, sc, 1, K, lna)
+    d1, d2 = search.derivatives(0.5, sc, 1, K, lna)
     assert d1 == pytest.approx(slope(0.5)) and 0.5 - d1 / d2 > 1.0  # the step leaves (0, 1)
     # with sub-precision 0.5 the search stops at its first accepted step: here the
     # bisection point of [0.5, 1], after the one evaluation at 0.5
-    assert S._newton_line_search(0.5, 0.5, 100, slope(0.0), lna, sc, 1, K) == (0.75, 1, False)
-    gamma, evals, capped = S._newton_line_search(0.5, 1e-10, 100, slope(0.0), lna, sc, 1, K)
+    assert search.newton_line_search(0.5, 0.5, 100, slope(0.0), lna, sc, 1, K) == (0.75, 1, False)
+    gamma, evals, capped = search.newton_line_search(0.5, 1e-10, 100, slope(0.0), lna, sc, 1, K)
     root = brentq(slope, 0.0, 1.0, xtol=1e-14)
     assert gamma == pytest.approx(root, abs=1e-9) and 2 <= evals < 20 and not capped
 
@@ -155,7 +155,7 @@ def test_fused_kernels_equal_the_tables(small_dense, i):
     nodes, edges = T * K, (T - 1) * K * K
     dn, de = sc.dn_f.copy(), sc.de_f.copy()
     rm, rn = np.empty(edges), np.empty(edges)
-    g, r = S._delta_kls(
+    g, r = blocks._delta_kls(
         T, K, sc.mn_f, sc.lmn_f, sc.nun_f, sc.lnun_f, sc.dn_f, sc.me_f, sc.lme_f, sc.nue_f,
         sc.lnue_f, sc.de_f, rm, rn,
     )  # fmt: skip
@@ -166,12 +166,12 @@ def test_fused_kernels_equal_the_tables(small_dense, i):
     assert r == pytest.approx(kl(sc.nun, sc.nue, sc.lnun, sc.lnue, sc.lmn, sc.lme, T, K), rel=1e-12)
     # λna = 0: the entropy terms alone (λna can dwarf the curvature and hide its errors)
     for gamma in (0.0, 0.2, 0.5, 0.9, 1.0):
-        got = S._derivatives(gamma, sc, T, K, 0.0)
+        got = search.derivatives(gamma, sc, T, K, 0.0)
         want = _tables_derivatives(sc, T, K, gamma, 0.0)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)  # f'(0) can be ~0
     mu_n = np.zeros((T + 2, K))
     mu_e = np.zeros((T + 1, K, K))
-    H, bad = S._commit_fused(
+    H, bad = blocks._store_fused(
         0.3, T, K, sc.mn_f, sc.dn_f, sc.me_f, sc.de_f, sc.xn_f, sc.lxn_f, rm, mu_n, mu_e, 2, 2
     )
     xn = sc.mn[:T] + 0.3 * sc.dn[:T]
@@ -185,7 +185,7 @@ def test_fused_kernels_equal_the_tables(small_dense, i):
 
 
 def test_tiny_mixtures_take_the_log_space_path(small_dense):
-    """An entry of μ_γ below _TINY makes the fused kernels report it; _derivatives then
+    """An entry of μ_γ below TINY makes the fused kernels report it; derivatives then
     uses the tables with the log-space mixture, which stays finite where log(x) is not."""
     sc, T, K, a, _, lam_n = _block_state(small_dense, 2)
     sc.me_f[1], sc.lme_f[1] = 0.0, -800.0  # μ = e^-800 underflows; ν keeps the entry alive
@@ -194,13 +194,13 @@ def test_tiny_mixtures_take_the_log_space_path(small_dense):
     for gamma in (0.0, 1e-300):
         with warnings.catch_warnings():  # the uncompiled path divided by the zero entry
             warnings.simplefilter("error", RuntimeWarning)
-            fused = S._derivatives_fused(
+            fused = search._derivatives_fused(
                 gamma, lam_n * a, T, K, sc.mn_f, sc.dn_f, sc.lnun_f, sc.xn_f, sc.me_f,
                 sc.de_f, sc.lnue_f, ratio,
             )  # fmt: skip
         assert fused[2] >= 1
-        d1, d2 = S._derivatives(gamma, sc, T, K, lam_n * a)
-        assert (d1, d2) == S._derivatives_tables(gamma, sc, T, K, lam_n * a)
+        d1, d2 = search.derivatives(gamma, sc, T, K, lam_n * a)
+        assert (d1, d2) == search._derivatives_tables(gamma, sc, T, K, lam_n * a)
         assert np.isfinite(d1)
 
 

@@ -1,4 +1,4 @@
-"""sdca-minibatch (plugins/sdca.py): mini-batch SDCA with CoCoA+ safe adding.
+"""sdca-minibatch (plugins/sdca_minibatch.py): mini-batch SDCA with CoCoA+ safe adding.
 
 * B = 1 is ``sdca`` with uniform sampling, iterate for iterate (same seed, same draws).
 * With σ' = B every step is a dual ascent, checked against the dual recomputed from

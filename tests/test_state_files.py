@@ -182,7 +182,7 @@ _COUNTING_PLUGIN = textwrap.dedent(
             g = self.problem.oracle(i, self._w, gradient=True).gradient.to_dense(self.problem)
             self._w -= 0.05 * (g + self.problem.lam * self._w)
             time.sleep(self.params["sleep"])
-            self.count(iterations=1, updates=1)
+            self.count(updates=1)
 
 
     @crfopt.hookimpl

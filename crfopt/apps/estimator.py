@@ -7,7 +7,7 @@ Users of sklearn-crfsuite switch with one line::
 
     crf = CRF(algorithm="lbfgs", c2=0.1, max_iterations=100, all_possible_transitions=True)
     crf.fit(X_train, y_train)          # X: list of sentences, each a list of feature dicts
-    y_pred = crf.predict(X_test)       # list of lists of labels
+    y_pred = crf.predict(X_test)       # np.array(..., dtype=object) of label lists
 
 The mapping of sklearn-crfsuite's arguments is in docs/api/estimator.md.
 
@@ -17,13 +17,16 @@ names are the same, so ``state_features_`` keys match sklearn-crfsuite's):
 and ``{"k": False}`` is ``k`` with value 0 (the attribute exists, it weighs nothing);
 ``{"k": "v"}`` is attribute ``k:v`` with value 1; ``{"k": {"a": ...}}`` nests with the
 prefix ``k:`` (so ``{"k": {"a": "v"}}`` is ``k:a:v``); ``{"k": ["a", "b"]}`` gives ``k:a``
-and ``k:b``; a token may also be a list of attribute strings or one string.
+and ``k:b``; a token may also be a list of attribute strings or one string. Keys, string
+values and attribute strings may be ``bytes`` (UTF-8, as python-crfsuite reads them); a
+value may be any real number (``numpy`` scalars, ``Decimal``, ``Fraction``) or bool.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
+import numbers
 import os
 import sys
 import tempfile
@@ -39,6 +42,7 @@ from crfopt.apps.model import Model
 from crfopt.core.problem import CRFProblem
 from crfopt.data.vocabulary import Vocabulary
 from crfopt.kernels.arrays import Sequences
+from crfopt.kernels.threads import one_blas_thread
 
 try:  # scikit-learn is optional (extra "sklearn"): without it CRF keeps its own protocol
     from sklearn.base import BaseEstimator as _Base
@@ -84,49 +88,67 @@ UNSUPPORTED_ALGORITHMS = ("ap", "pa", "arow")
 UNMONITORED_EVERY = 5.0
 
 
+def _text(value: str | bytes, what: str) -> str:
+    """A name part given as str or bytes (python-crfsuite takes bytes as UTF-8)."""
+    if isinstance(value, str):
+        return value
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{what}: {value!r} is not UTF-8 text") from None
+
+
+def _is_number(value: Any) -> bool:
+    """A real number python-crfsuite takes as a value (complex is not one)."""
+    return isinstance(value, (numbers.Number, np.number)) and not isinstance(
+        value, (complex, np.complexfloating)
+    )
+
+
 def item_attributes(item: Any, prefix: str = "") -> Iterable[tuple[str, float]]:
     """(attribute, value) pairs of one token, named exactly as python-crfsuite names them.
 
     python-crfsuite's ``ItemSequence``: a string value ``{"k": "v"}`` is ``k:v`` with
     value 1, a nested dict prefixes ``k:``, a list of strings gives ``k:s`` for each,
-    bools are 1/0 and numbers their value (zero included: the attribute exists).
+    bools are 1/0 and numbers their value (zero included: the attribute exists). Keys and
+    strings may be ``bytes``, read as UTF-8.
     """
     if isinstance(item, Mapping):
         for key, value in item.items():
-            if not isinstance(key, str):
+            if not isinstance(key, (str, bytes)):
                 raise TypeError(f"feature keys must be strings, got {key!r} ({type(key).__name__})")
-            name = f"{prefix}{key}"
-            if isinstance(value, bool):
+            name = f"{prefix}{_text(key, 'a feature key')}"
+            if isinstance(value, (bool, np.bool_)):
                 yield name, 1.0 if value else 0.0
-            elif isinstance(value, (int, float, np.integer, np.floating)):
+            elif isinstance(value, (str, bytes)):
+                yield f"{name}:{_text(value, f'feature {name!r}')}", 1.0
+            elif _is_number(value):
                 v = float(value)
                 if not math.isfinite(v):
                     raise ValueError(f"feature {name!r} has a non-finite value {value!r}")
                 yield name, v
-            elif isinstance(value, str):
-                yield f"{name}:{value}", 1.0
             elif isinstance(value, Mapping):
                 yield from item_attributes(value, prefix=f"{name}:")
             elif isinstance(value, (list, tuple, set, frozenset)):
                 for v in value:
-                    if not isinstance(v, str):
+                    if not isinstance(v, (str, bytes)):
                         raise TypeError(
                             f"feature {name!r}: list entries must be strings, got "
                             f"{type(v).__name__}"
                         )
-                    yield f"{name}:{v}", 1.0
+                    yield f"{name}:{_text(v, f'feature {name!r}')}", 1.0
             else:
                 raise TypeError(
                     f"feature {name!r}: unsupported value type {type(value).__name__} "
-                    "(use str, bool, a number, a dict or a list of str)"
+                    "(use str, bytes, bool, a number, a dict or a list of str)"
                 )
     elif isinstance(item, (list, tuple, set, frozenset)):
         for v in item:
-            if not isinstance(v, str):
+            if not isinstance(v, (str, bytes)):
                 raise TypeError("a token given as a list must list attribute strings")
-            yield f"{prefix}{v}", 1.0
-    elif isinstance(item, str):
-        yield f"{prefix}{item}", 1.0
+            yield f"{prefix}{_text(v, 'an attribute')}", 1.0
+    elif isinstance(item, (str, bytes)):
+        yield f"{prefix}{_text(item, 'an attribute')}", 1.0
     else:
         raise TypeError(
             f"unsupported token type {type(item).__name__} (a dict of features, a list of "
@@ -146,7 +168,7 @@ class _NotFlat(Exception):
 
 
 #: Value types of the fast path: those :func:`item_attributes` names as one attribute.
-_FLAT_VALUE_TYPES = (str, int, float, np.integer, np.floating)
+_FLAT_VALUE_TYPES = (str, bytes, int, float, np.integer, np.floating, np.bool_)
 
 
 class _Pairs(dict):
@@ -322,13 +344,15 @@ class CRF(_Base):
 
     Parameters
     ----------
+    algorithm : {"lbfgs", "l2sgd"}, optional
+        sklearn-crfsuite's name, and as there the one positional parameter:
+        ``"lbfgs"`` → ``lbfgs`` (``owlqn`` when c1 > 0, as CRFsuite switches to OWL-QN),
+        ``"l2sgd"`` → ``sg``; ``"ap"``, ``"pa"``, ``"arow"`` are refused (no objective to
+        optimize).
     optimizer : str, optional
         A registered crfopt variant (``"sdca-gap"``, ``"lbfgs"``, ``"sag-nus-star"``…).
-        Default: the one ``algorithm`` maps to, else ``"sdca-gap"``.
-    algorithm : {"lbfgs", "l2sgd"}, optional
-        sklearn-crfsuite's name: ``"lbfgs"`` → ``lbfgs`` (``owlqn`` when c1 > 0, as
-        CRFsuite switches to OWL-QN), ``"l2sgd"`` → ``sg``;
-        ``"ap"``, ``"pa"``, ``"arow"`` are refused (no objective to optimize).
+        Default: the one ``algorithm`` maps to, else ``"sdca-gap"`` (``"owlqn"`` when
+        c1 > 0).
     c1 : float, optional
         CRFsuite's ℓ1 coefficient, σ = c1/n (CRFsuite minimizes Σℓᵢ + c1‖w‖₁ + c2‖w‖²;
         every weight is penalized, transitions and bias included). With c1 > 0 the
@@ -375,8 +399,11 @@ class CRF(_Base):
 
     Attributes
     ----------
+    Each is ``None`` before :meth:`fit`, as in sklearn-crfsuite.
+
     classes_ : list
-        The labels as given in ``y`` (integers stay integers).
+        The labels as given in ``y``, in order of first appearance (CRFsuite's order;
+        integers stay integers).
     attributes_ : list of str
     model_ : crfopt.Model
     training_log_ : TrainingLog
@@ -387,6 +414,11 @@ class CRF(_Base):
     num_attributes_, size_ : int
         Number of attributes; bytes of the saved model file.
 
+    ``tagger_`` (python-crfsuite's ``Tagger``) does not exist: reading it raises an
+    ``AttributeError`` saying what to use instead. sklearn-crfsuite's arguments that
+    configure CRFsuite itself (``model_filename``, ``min_freq``, ``period``…) are not
+    arguments here (docs/api/estimator.md gives the reason for each).
+
     Notes
     -----
     scikit-learn's ``check_estimator`` checks that feed 2-D numeric arrays (fit/predict
@@ -396,11 +428,17 @@ class CRF(_Base):
     protocol itself pass (tests/test_sklearn_api.py lists both sets).
     """
 
+    #: fitted state (instance attributes once fitted; None before, as sklearn-crfsuite's)
+    classes_: list[Any] | None = None
+    attributes_: list[str] | None = None
+    model_: Model | None = None
+    training_log_: TrainingLog | None = None
+
     def __init__(
         self,
-        optimizer: str | None = None,
-        *,
         algorithm: str | None = None,
+        *,
+        optimizer: str | None = None,
         c1: float | None = None,
         c2: float | None = None,
         max_iterations: int | None = None,
@@ -418,8 +456,8 @@ class CRF(_Base):
         checkpoints: str | Sequence[float] | None = None,
         template: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.optimizer = optimizer
         self.algorithm = algorithm
+        self.optimizer = optimizer
         self.c1 = c1
         self.c2 = c2
         self.max_iterations = max_iterations
@@ -460,7 +498,8 @@ class CRF(_Base):
             if self.algorithm not in ALGORITHMS:
                 raise ValueError(
                     f"algorithm={self.algorithm!r} is not a CRFsuite training algorithm "
-                    f"crfopt supports; supported values: {', '.join(map(repr, ALGORITHMS))}"
+                    f"crfopt supports; supported values: {', '.join(map(repr, ALGORITHMS))} "
+                    f"(a crfopt optimizer is chosen with optimizer=)"
                 )
             mapped = ALGORITHMS[self.algorithm]
             if mapped == "lbfgs" and self.c1:
@@ -570,6 +609,7 @@ class CRF(_Base):
             on_checkpoint=self._print_checkpoint if self.verbose else None,
             checkpoints=checkpoints,
             metrics=None if monitoring else [],
+            train_error=monitoring,
         )
         if template is not None:  # predict (and a saved model) featurize with it
             trained.model.template = template.spec()
@@ -584,10 +624,9 @@ class CRF(_Base):
         log = TrainingLog(trained.result.trace)
         w = trained.result.w
         log.attrs["n"] = n
-        log.attrs["final"] = {
-            "feature_norm": float(np.linalg.norm(w)),
-            "active_features": int(np.count_nonzero(w)),
-        }
+        with one_blas_thread():  # one dot product: on 2 BLAS threads 30 ms under load
+            norm = float(np.linalg.norm(w))
+        log.attrs["final"] = {"feature_norm": norm, "active_features": int(np.count_nonzero(w))}
         self.training_log_ = log
         return self
 
@@ -600,8 +639,8 @@ class CRF(_Base):
         template: Any = None,
     ) -> tuple[CRFProblem, list[Any]]:
         """The training problem of :meth:`fit` (dev set as its ``test`` split) and the
-        sorted labels: everything ``fit`` does before the optimizer starts; ``template``
-        a pattern file that makes the tokens' attributes."""
+        labels in order of first appearance: everything ``fit`` does before the
+        optimizer starts; ``template`` a pattern file that makes the tokens' attributes."""
         X, y = self._with_template(_sentences(X), template), _sentences(y, "y")
         if (X_dev is None) != (y_dev is None):
             raise ValueError("give both X_dev and y_dev, or neither")
@@ -612,7 +651,7 @@ class CRF(_Base):
         for i, (sent, seq) in enumerate(zip(X, y)):
             if len(seq) != len(sent):
                 raise ValueError(f"sentence {i} has {len(sent)} tokens but {len(seq)} labels")
-        classes = _sorted_labels({lab for seq in y for lab in seq})
+        classes = list(dict.fromkeys(lab for seq in y for lab in seq))  # CRFsuite's order
         names = [str(lab) for lab in classes]
         if len(set(names)) != len(names):
             raise ValueError(
@@ -738,7 +777,7 @@ class CRF(_Base):
 
     # ------------------------------------------------------------- inference
     def _check_fitted(self) -> Model:
-        model = getattr(self, "model_", None)
+        model = self.model_
         if model is None:
             raise NotFittedError(
                 f"this {type(self).__name__} is not fitted yet: call fit(X, y) first"
@@ -746,7 +785,7 @@ class CRF(_Base):
         return model
 
     def _labels(self) -> list[Any]:
-        return list(getattr(self, "classes_", None) or self._check_fitted().labels)
+        return list(self.classes_ or self._check_fitted().labels)
 
     def _problem(self, X: Sequence[Sequence[Any]]) -> tuple[CRFProblem, np.ndarray]:
         """``X`` as a problem over the model's dictionaries, and its token counts."""
@@ -758,8 +797,15 @@ class CRF(_Base):
         problem = model.problem_for(indptr, indices, values, lengths)
         return problem, lengths
 
-    def predict(self, X: Iterable[Iterable[Any]]) -> list[list[Any]]:
-        """Most probable label sequence of every sentence (Viterbi)."""
+    def predict(self, X: Iterable[Iterable[Any]]) -> np.ndarray:
+        """Most probable label sequence of every sentence (Viterbi).
+
+        As sklearn-crfsuite: ``np.array(list_of_label_lists, dtype=object)`` (so
+        ``y_pred == y`` compares label by label; 2-D when all sentences have one length).
+        """
+        return np.array(self._predict_lists(X), dtype=object)
+
+    def _predict_lists(self, X: Iterable[Iterable[Any]]) -> list[list[Any]]:
         model = self._check_fitted()
         X = _sentences(X)
         if not X:
@@ -777,11 +823,15 @@ class CRF(_Base):
         return out
 
     def predict_single(self, xseq: Iterable[Any]) -> list[Any]:
-        """The Viterbi labels of one sentence."""
-        return self.predict([xseq])[0]
+        """The Viterbi labels of one sentence (a list)."""
+        return self._predict_lists([xseq])[0]
 
-    def predict_marginals(self, X: Iterable[Iterable[Any]]) -> list[list[dict[Any, float]]]:
-        """P(y_t = label | x) of every token: per sentence a list of {label: probability}."""
+    def predict_marginals(self, X: Iterable[Iterable[Any]]) -> np.ndarray:
+        """P(y_t = label | x) of every token: per sentence a list of {label: probability},
+        in ``np.array(..., dtype=object)`` as sklearn-crfsuite returns them."""
+        return np.array(self._marginal_lists(X), dtype=object)
+
+    def _marginal_lists(self, X: Iterable[Iterable[Any]]) -> list[list[dict[Any, float]]]:
         from crfopt.bench.evaluator import Evaluator
 
         model = self._check_fitted()
@@ -799,22 +849,24 @@ class CRF(_Base):
         return out
 
     def predict_marginals_single(self, xseq: Iterable[Any]) -> list[dict[Any, float]]:
-        """:meth:`predict_marginals` of one sentence."""
-        return self.predict_marginals([xseq])[0]
+        """:meth:`predict_marginals` of one sentence (a list of dicts)."""
+        return self._marginal_lists([xseq])[0]
 
     def score(self, X: Iterable[Iterable[Any]], y: Iterable[Iterable[Any]]) -> float:
-        """Per-token accuracy."""
+        """Per-token accuracy (a label never seen in training counts as wrong)."""
         y = _sentences(y, "y")
-        pred = self.predict(X)
+        pred = self._predict_lists(X)
         total = sum(len(s) for s in y)
         right = sum(p == t for ps, ts in zip(pred, y) for p, t in zip(ps, ts))
         return right / total
 
     # ------------------------------------------------------------- inspection
     @property
-    def state_features_(self) -> Counter:
+    def state_features_(self) -> Counter | None:
         """Non-zero emission weights keyed ``(attribute, label)``, as sklearn-crfsuite's."""
-        model = self._check_fitted()
+        model = self.model_
+        if model is None:
+            return None
         labels = self._labels()
         k_idx, a_idx = np.nonzero(model.emission)
         return Counter(
@@ -825,9 +877,11 @@ class CRF(_Base):
         )
 
     @property
-    def transition_features_(self) -> Counter:
+    def transition_features_(self) -> Counter | None:
         """Non-zero transition weights keyed ``(label_from, label_to)``."""
-        model = self._check_fitted()
+        model = self.model_
+        if model is None:
+            return None
         labels = self._labels()
         f_idx, t_idx = np.nonzero(model.transition)
         return Counter(
@@ -838,16 +892,27 @@ class CRF(_Base):
         )
 
     @property
-    def num_attributes_(self) -> int:
+    def num_attributes_(self) -> int | None:
         """Number of attributes (distinct names seen in training)."""
-        return len(self._check_fitted().attributes)
+        return None if self.model_ is None else len(self.model_.attributes)
 
     @property
-    def size_(self) -> int:
+    def size_(self) -> int | None:
         """Bytes of the model file :meth:`save` writes."""
-        model = self._check_fitted()
+        model = self.model_
+        if model is None:
+            return None
         with tempfile.TemporaryDirectory() as tmp:
             return os.path.getsize(model.save(os.path.join(tmp, "m.crfopt")))
+
+    @property
+    def tagger_(self) -> Any:
+        """python-crfsuite's ``Tagger`` of sklearn-crfsuite: not in crfopt (raises)."""
+        raise AttributeError(
+            "tagger_ is python-crfsuite's Tagger, which crfopt does not have: use "
+            "predict_single/predict_marginals_single for tagging, classes_ for the labels, "
+            "state_features_/transition_features_ for the weights and model_ for the model"
+        )
 
     # ------------------------------------------------------------- files
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -865,11 +930,3 @@ class CRF(_Base):
             crf.classes_ = list(model.labels)
         crf.attributes_ = list(model.attributes)
         return crf
-
-
-def _sorted_labels(labels: set[Any]) -> list[Any]:
-    """Labels in their natural order when comparable (ints, strings), else by string."""
-    try:
-        return sorted(labels)
-    except TypeError:
-        return sorted(labels, key=lambda v: (type(v).__name__, str(v)))

@@ -245,7 +245,7 @@ def _capability(opt: Optimizer, name: str) -> bool:
 
 
 def evaluate(
-    problem: CRFProblem, opt: Optimizer, p_star: float | None
+    problem: CRFProblem, opt: Optimizer, p_star: float | None, *, train_error: bool = True
 ) -> tuple[dict[str, Any], np.ndarray | None]:
     """Checkpoint quantities of the optimizer's current state (uncounted, untimed).
 
@@ -253,29 +253,34 @@ def evaluate(
     not finite). Everything goes through an :class:`~crfopt.bench.evaluator.Evaluator`,
     so the problem's counters are untouched. Metric plugins' columns (``test_error``
     among them) are added when the row is emitted, after its status is known.
+    ``train_error=False`` leaves that column null (it costs a Viterbi pass).
     """
     ev = Evaluator(problem)
     w = np.asarray(opt.w)
     row: dict[str, Any] = {}
     if w.shape != (problem.dim,) or not np.all(np.isfinite(w)):
         return row, None
-    primal = ev.primal(w)
+    mu = opt.dual_state() if _capability(opt, "has_dual") else None
+    if mu is None:  # the primal gap: P(w) and D(ν(w)) from one pass
+        primal, gap = ev.primal_and_gap(w)
+    else:
+        primal = ev.primal(w)
     if not math.isfinite(primal):
         return row, None
     row["primal"] = primal
     if p_star is not None:
         row["suboptimality"] = primal - p_star
-    mu = opt.dual_state() if _capability(opt, "has_dual") else None
     if mu is not None:
         dual = ev.dual(mu)
         row["dual"] = dual
         row["duality_gap"] = primal - dual
     else:
-        row["duality_gap"] = ev.primal_gap(w)
+        row["duality_gap"] = gap
     est = opt.gap_estimate()
     if est is not None:
         row["gap_estimate"] = float(est)
-    row["train_error"] = ev.error(w, "train")
+    if train_error:
+        row["train_error"] = ev.error(w, "train")
     return row, w
 
 
@@ -354,6 +359,7 @@ _RUN_KEYWORDS = (
     "run_id",
     "problem_label",
     "metrics",
+    "train_error",
 )
 
 
@@ -374,6 +380,7 @@ def run(
     run_id: str = "",
     problem_label: str | None = None,
     metrics: Sequence[Any] | None = None,
+    train_error: bool = True,
     **overrides: Any,
 ) -> RunResult:
     """Run one optimizer on one problem and return its trace.
@@ -411,6 +418,9 @@ def run(
         The checkpoint metrics (a column each, where they apply); default: every metric
         of ``registry`` (a fresh one when not given), the built-in ``test_error`` and
         ``chunk_f1`` among them. Computed uncounted and untimed.
+    train_error : bool
+        Compute the ``train_error`` column at every checkpoint (a Viterbi pass over the
+        training set each); ``False`` leaves it null (``CRF.fit`` without monitoring).
     **overrides
         Parameters of the optimizer (``non_uniformity=0.5``); an unknown name raises
         :class:`~crfopt.ParameterError` listing the valid parameters.
@@ -505,7 +515,7 @@ def run(
             status="running",
         )
         if opt is not None and evaluate_state:
-            values, w = evaluate(problem, opt, p_star)
+            values, w = evaluate(problem, opt, p_star, train_error=train_error)
             row.update(values)
             row["_finite"] = w is not None
             row["_w"] = w

@@ -52,6 +52,7 @@ from crfopt.kernels.arrays import (
     Transpose,
     build_kernel_data,
     build_transpose,
+    kernel_attributes,
 )
 from crfopt.kernels.counters import (
     FORWARD_CALLS,
@@ -61,13 +62,8 @@ from crfopt.kernels.counters import (
     Counters,
     new_counter_array,
 )
-from crfopt.kernels.jit import JIT_ENABLED
 from crfopt.kernels.threads import batch_threads
-
-if JIT_ENABLED:
-    from crfopt.kernels import _numba as _impl
-else:
-    from crfopt.kernels import _numpy as _impl
+from crfopt.kernels.twin import impl as _impl
 
 __all__ = [
     "CRFProblem",
@@ -348,9 +344,9 @@ class CRFProblem:
         :meth:`with_regularization`) end here, so the checks below are the only ones."""
         set_ = self._set_cache
         K, A = layout.n_labels, layout.n_attributes
-        if int(data.n_attributes) != layout.n_kernel_attributes:
+        if int(data.n_kernel_attributes) != layout.n_kernel_attributes:
             raise ValueError(
-                f"kernel data has {int(data.n_attributes)} attribute rows, the layout "
+                f"kernel data has {int(data.n_kernel_attributes)} attribute rows, the layout "
                 f"{layout.n_kernel_attributes}"
             )
         if label_names is not None and len(label_names) != K:
@@ -599,7 +595,7 @@ class CRFProblem:
         arrays = [(k, v) for k, v in derived.items() if v is not None]
         for split, kd in [("train", self._data), *sorted(self._splits.items())]:
             out[f"{split}.sizes"] = (
-                f"{bool(kd.dense)};{int(kd.n_labels)};{int(kd.n_attributes)};{int(kd.max_len)}"
+                f"{bool(kd.dense)};{int(kd.n_labels)};{int(kd.n_kernel_attributes)};{int(kd.max_len)}"
             )
             arrays.extend(
                 (f"{split}.{k}", v)
@@ -686,7 +682,7 @@ class CRFProblem:
                 split: {
                     "dense": bool(kd.dense),
                     "max_len": int(kd.max_len),
-                    "n_attributes": int(kd.n_attributes),
+                    "n_kernel_attributes": int(kd.n_kernel_attributes),
                 }
                 for split, kd in splits.items()
             },
@@ -715,8 +711,10 @@ class CRFProblem:
                     fields[fname] = bool(info["dense"])
                 elif fname == "n_labels":
                     fields[fname] = np.int64(K)
-                elif fname in ("n_attributes", "max_len"):
+                elif fname == "max_len":
                     fields[fname] = np.int64(info[fname])
+                elif fname == "n_kernel_attributes":
+                    fields[fname] = np.int64(kernel_attributes(info))
                 else:
                     fields[fname] = _readonly(arrays[f"{split}.{fname}"])
             kds[split] = KernelData(**fields)
@@ -862,10 +860,16 @@ class CRFProblem:
         self._counter_array[ORACLE_CALLS] += self.n
         return value, grad
 
-    def _get_transpose(self) -> Transpose:
-        """The training split by attribute, built on first use (for the batch kernels)."""
+    @property
+    def transpose(self) -> Transpose:
+        """The training split by attribute (CSC: ``col_ptr``, ``col_token``, ``col_value``;
+        empty for dense data), built on first use and shared by copies of the problem.
+
+        What the full-batch kernels scatter the emission gradient with, race-free across
+        threads; no inference, nothing counted.
+        """
         if self._origin is not None:
-            return self._origin._get_transpose()
+            return self._origin.transpose
         if self._transpose is None:
             t = build_transpose(self._data)
             self._set_cache("_transpose", type(t)(*(_sealed(a) for a in t)))
@@ -934,7 +938,7 @@ class CRFProblem:
     def _compute_truth_features(self) -> np.ndarray:
         kd = self._data
         K = self._n_labels
-        A_tot = int(kd.n_attributes)
+        A_tot = int(kd.n_kernel_attributes)
         out = np.empty(self.dim)
         if kd.dense:
             onehot = np.zeros((len(kd.y), K))

@@ -30,6 +30,7 @@ from crfopt.core.problem import CRFProblem
 from crfopt.data.features import FEATURIZER_VERSION
 from crfopt.data.fileio import atomic_write, clean_stale_tmp
 from crfopt.data.paths import cache_dir
+from crfopt.kernels.arrays import kernel_attributes
 
 #: Bump when the stored layout changes.
 #: 2: text problems carry their template and corpus layout (for `crfopt tag`)
@@ -73,7 +74,7 @@ def check_entry(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> No
         raise DamagedEntryError("arrays checksum mismatch")
     K = int(meta["n_labels"])
     for split, info in meta["splits"].items():
-        A = int(info["n_attributes"])
+        A = kernel_attributes(info)
         y = arrays[f"{split}.y"]
         # an evaluation split may hold labels the training split never had: id -1, always
         # an error (features.py); the training split's ids index the kernels' tables

@@ -13,7 +13,12 @@ pure NumPy (``CRFOPT_DISABLE_JIT=1``). A plugin decorates its loop with
         for i in order:
             log_z, nll = kernels.oracle(data, counters, i, w, log_nodes, log_edges)
             ...
-            counters[kernels.ITERATIONS] += 1
+            counters[kernels.UPDATES] += 1
+
+Names: score tables are ``unary`` (T × K), ``pairwise`` ((T-1) × K × K, one table per
+position) and ``transition`` (K × K, shared by every position), as on the problem;
+marginals are ``nodes`` / ``edges`` (linear) and ``log_nodes`` / ``log_edges``; a
+direction is (``E_loc``, ``trans_loc``) (below).
 
 Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, docs/algorithms.md §2):
 
@@ -23,23 +28,23 @@ Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, docs/algori
     both the log-marginals and the linear marginals of ν_i(w) (for dual methods).
 ``oracle_sums(data, counters, i, w, nodes, edge_sum) -> (log_z, nll)``
     linear node marginals and the K×K sum of pairwise marginals (the gradient form).
-``oracle_sums_scores(data, counters, i, unary, trans, nodes, edge_sum) -> (log_z, nll)``
+``oracle_sums_scores(data, counters, i, unary, transition, nodes, edge_sum) -> (log_z, nll)``
     the gradient form on score tables with shared transitions (methods that keep
     w = s·u implicitly compute the scores themselves).
 ``forward(data, counters, i, w) -> (log_z, nll)``
     forward recursion only.
-``oracle_scores(data, counters, i, unary, edges, log_nodes, log_edges) -> log_z``
-    on arbitrary score tables (unary T×K, edges (T-1)×K×K).
-``oracle_scores_marginals(data, counters, i, unary, edges, log_nodes, log_edges, nodes,``
-``lin_edges) -> log_z``
+``oracle_scores(data, counters, i, unary, pairwise, log_nodes, log_edges) -> log_z``
+    on arbitrary score tables (unary T×K, pairwise (T-1)×K×K).
+``oracle_scores_marginals(data, counters, i, unary, pairwise, log_nodes, log_edges, nodes,``
+``edges) -> log_z``
     the same with the linear marginals too.
-``oracle_scores_bonus(data, counters, i, unary, trans, bonus, edges, log_nodes, log_edges,``
-``nodes, lin_edges, linear) -> log_z``
-    either of the two on edge tables θ_t = ``trans`` + ``bonus`` at the ground-truth pair
-    (y_t, y_{t+1}), which it writes into ``edges[:T-1]``; bit for bit the same, with
-    ``trans`` scanned for its extremes and exponentiated once per call instead of once
-    per position (OEG's trials).
-``forward_scores(data, counters, i, unary, trans) -> log_z``
+``oracle_scores_bonus(data, counters, i, unary, transition, bonus, pairwise, log_nodes,``
+``log_edges, nodes, edges, linear) -> log_z``
+    either of the two on edge tables θ_t = ``transition`` + ``bonus`` at the ground-truth
+    pair (y_t, y_{t+1}), which it writes into ``pairwise[:T-1]``; bit for bit the same,
+    with ``transition`` scanned for its extremes and exponentiated once per call instead
+    of once per position (OEG's trials).
+``forward_scores(data, counters, i, unary, transition) -> log_z``
     forward only, on score tables with shared transitions (SAG's line-search trials).
 
 ``oracle_sums_scores`` and ``forward_scores`` take an optional last argument ``work``, a
@@ -53,6 +58,9 @@ Uncounted linear algebra (no inference): ``unary_scores``, ``local_scores``,
 ``support_bounds``, ``emission_matrix``, ``transition_matrix``;
 ``local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc) -> ‖∇ℓ_i‖²``
 (∇ℓ_i on the sequence's support from ν_i's marginals, §1.5);
+``difference_direction(data, i, node_diff, P, Q, div, E_loc, trans_loc)`` (the direction
+E_p F − E_q F of two chain distributions from their node-marginal difference and summed
+pairwise marginals: ∇ℓ_i, SAG's gradient change, SDCA's and OEG's dual steps);
 ``node_residual(data, i, nodes, out) -> T`` (ν_i's node marginals minus the one-hot
 truth, whose Xᵀ-image is ∇ℓ_i's emission block); and the chain
 functionals ``chain_entropy`` / ``chain_kl`` of given log-marginals (§1.3, §5.3), and
@@ -71,11 +79,12 @@ and does not read back soon (a plain copy without the JIT).
 
 A direction on sequence ``i`` is a pair (``E_loc`` of shape |S_i|×K on the sequence's
 distinct attributes ``data.support[lo:hi]`` with ``lo, hi = support_bounds(data, i)``,
-``trans_dir`` K×K); for dense problems S_i is every attribute.
+``trans_loc`` K×K); for dense problems S_i is every attribute.
 """
 
 from __future__ import annotations
 
+from crfopt.kernels import threads as _threads  # noqa: F401  (OpenMP spinning bounded first)
 from crfopt.kernels.counters import (
     FORWARD_CALLS,
     INIT_FORWARD_CALLS,
@@ -85,12 +94,7 @@ from crfopt.kernels.counters import (
     ORACLE_CALLS,
     UPDATES,
 )
-from crfopt.kernels.jit import JIT_ENABLED
-
-if JIT_ENABLED:
-    from crfopt.kernels import _numba as _impl
-else:
-    from crfopt.kernels import _numpy as _impl
+from crfopt.kernels.twin import impl as _impl
 
 oracle = _impl.oracle
 oracle_marginals = _impl.oracle_marginals
@@ -107,6 +111,7 @@ truth_score = _impl.truth_score
 local_scores = _impl.local_scores
 expected_emission = _impl.expected_emission
 local_gradient = _impl.local_gradient
+difference_direction = _impl.difference_direction
 node_residual = _impl.node_residual
 truth_transitions = _impl.truth_transitions
 add_local = _impl.add_local
@@ -133,6 +138,7 @@ __all__ = [
     "chain_entropy_linlog",
     "chain_kl",
     "chain_kl_linlog",
+    "difference_direction",
     "dot_local",
     "emission_matrix",
     "expected_emission",

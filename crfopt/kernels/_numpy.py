@@ -1,4 +1,4 @@
-"""Pure-NumPy oracle kernels: the same functions and signatures as :mod:`._kernels_jit`.
+"""Pure-NumPy kernels: the same functions and signatures as :mod:`crfopt.kernels._numba`.
 
 Used when ``CRFOPT_DISABLE_JIT=1`` and by the tests as an independent computation: this
 module runs forward–backward in log space throughout (vectorized over labels), whereas
@@ -22,19 +22,19 @@ def _lse(x: np.ndarray, axis: int) -> np.ndarray:
 
 def support_bounds(data, i):
     if data.dense:
-        return 0, int(data.n_attributes)
+        return 0, int(data.n_kernel_attributes)
     return int(data.support_ptr[i]), int(data.support_ptr[i + 1])
 
 
 def emission_matrix(data, w):
     K = int(data.n_labels)
-    A = int(data.n_attributes)
+    A = int(data.n_kernel_attributes)
     return w[: A * K].reshape(A, K)
 
 
 def transition_matrix(data, w):
     K = int(data.n_labels)
-    A = int(data.n_attributes)
+    A = int(data.n_kernel_attributes)
     return w[A * K : A * K + K * K].reshape(K, K)
 
 
@@ -69,14 +69,14 @@ def local_scores(data, i, E_loc, out):
     return _token_scores(data, i, E_loc, True, out)
 
 
-def truth_score(data, i, unary, trans):
+def truth_score(data, i, unary, transition):
     s, e = int(data.offsets[i]), int(data.offsets[i + 1])
     y = data.y[s:e]
     T = e - s
-    return float(unary[np.arange(T), y].sum() + trans[y[:-1], y[1:]].sum())
+    return float(unary[np.arange(T), y].sum() + transition[y[:-1], y[1:]].sum())
 
 
-def _log_messages(unary, edges, shared, T):
+def _log_messages(unary, pairwise, shared, T):
     """Normalized log messages (lse of each forward row is 0) and their normalizers."""
     K = unary.shape[1]
     la = np.empty((T, K))
@@ -85,47 +85,47 @@ def _log_messages(unary, edges, shared, T):
     logc[0] = _lse(unary[0], axis=0)
     la[0] = unary[0] - logc[0]
     for t in range(1, T):
-        Et = edges[0] if shared else edges[t - 1]
+        Et = pairwise[0] if shared else pairwise[t - 1]
         row = unary[t] + _lse(la[t - 1][:, None] + Et, axis=0)
         logc[t] = _lse(row, axis=0)
         la[t] = row - logc[t]
     lb[T - 1] = 0.0
     for t in range(T - 2, -1, -1):
-        Et = edges[0] if shared else edges[t]
+        Et = pairwise[0] if shared else pairwise[t]
         lb[t] = _lse(Et + (unary[t + 1] + lb[t + 1])[None, :], axis=1) - logc[t + 1]
     return la, lb, logc
 
 
-def _log_edge_tables(unary, edges, shared, T, la, lb, logc):
-    Es = np.broadcast_to(edges[0], (T - 1, *edges.shape[1:])) if shared else edges[: T - 1]
+def _log_edge_tables(unary, pairwise, shared, T, la, lb, logc):
+    Es = np.broadcast_to(pairwise[0], (T - 1, *pairwise.shape[1:])) if shared else pairwise[: T - 1]
     return la[: T - 1, :, None] + Es + (unary[1:T] + lb[1:T] - logc[1:T, None])[:, None, :]
 
 
-def chain_log_marginals(unary, edges, shared, T, K, log_nodes, log_edges):
-    la, lb, logc = _log_messages(unary[:T], edges, shared, T)
+def chain_log_marginals(unary, pairwise, shared, T, K, log_nodes, log_edges):
+    la, lb, logc = _log_messages(unary[:T], pairwise, shared, T)
     log_nodes[:T] = np.minimum(la + lb, 0.0)
     if T > 1:
         log_edges[: T - 1] = np.minimum(
-            _log_edge_tables(unary[:T], edges, shared, T, la, lb, logc), 0.0
+            _log_edge_tables(unary[:T], pairwise, shared, T, la, lb, logc), 0.0
         )
     return float(logc.sum())
 
 
-def chain_marginal_sums(unary, trans, T, K, nodes, edge_sum, work=None):
-    edges = trans.reshape(1, K, K)
-    la, lb, logc = _log_messages(unary[:T], edges, True, T)
+def chain_marginal_sums(unary, transition, T, K, nodes, edge_sum, work=None):
+    pairwise = transition.reshape(1, K, K)
+    la, lb, logc = _log_messages(unary[:T], pairwise, True, T)
     nodes[:T] = np.exp(np.minimum(la + lb, 0.0))
     if T > 1:
-        tables = _log_edge_tables(unary[:T], edges, True, T, la, lb, logc)
+        tables = _log_edge_tables(unary[:T], pairwise, True, T, la, lb, logc)
         edge_sum += np.exp(np.minimum(tables, 0.0)).sum(axis=0)
     return float(logc.sum())
 
 
-def chain_log_partition(unary, edges, shared, T, K, work=None):
+def chain_log_partition(unary, pairwise, shared, T, K, work=None):
     total = float(_lse(unary[0], axis=0))
     la = unary[0] - total
     for t in range(1, T):
-        Et = edges[0] if shared else edges[t - 1]
+        Et = pairwise[0] if shared else pairwise[t - 1]
         row = unary[t] + _lse(la[:, None] + Et, axis=0)
         z = float(_lse(row, axis=0))
         la = row - z
@@ -133,11 +133,11 @@ def chain_log_partition(unary, edges, shared, T, K, work=None):
     return total
 
 
-def chain_viterbi(unary, trans, T, K, out):
+def chain_viterbi(unary, transition, T, K, out):
     delta = unary[0].copy()
     back = np.zeros((T, K), dtype=np.int64)
     for t in range(1, T):
-        cand = delta[:, None] + trans
+        cand = delta[:, None] + transition
         back[t] = np.argmax(cand, axis=0)  # first maximum: smallest label on ties
         delta = cand[back[t], np.arange(K)] + unary[t]
     arg = int(np.argmax(delta))
@@ -149,6 +149,14 @@ def chain_viterbi(unary, trans, T, K, out):
     return best
 
 
+def _counted(data, counters, i, slot):
+    """Charge one call to counter ``slot`` and one chain execution to the audit cell;
+    returns (T_i, K) (the compiled oracles' helper of the same name)."""
+    counters[slot] += 1
+    data.audit[0] += 1
+    return int(data.offsets[i + 1] - data.offsets[i]), int(data.n_labels)
+
+
 def _unary(data, i, w):
     K = int(data.n_labels)
     T = int(data.offsets[i + 1] - data.offsets[i])
@@ -158,12 +166,11 @@ def _unary(data, i, w):
 
 
 def oracle(data, counters, i, w, log_nodes, log_edges):
-    counters[ORACLE_CALLS] += 1
-    data.audit[0] += 1
+    _counted(data, counters, i, ORACLE_CALLS)
     unary, T, K = _unary(data, i, w)
-    trans = transition_matrix(data, w)
-    logZ = chain_log_marginals(unary, trans.reshape(1, K, K), True, T, K, log_nodes, log_edges)
-    return logZ, logZ - truth_score(data, i, unary, trans)
+    transition = transition_matrix(data, w)
+    logZ = chain_log_marginals(unary, transition.reshape(1, K, K), True, T, K, log_nodes, log_edges)
+    return logZ, logZ - truth_score(data, i, unary, transition)
 
 
 def oracle_marginals(data, counters, i, w, log_nodes, log_edges, nodes, edges):
@@ -176,78 +183,76 @@ def oracle_marginals(data, counters, i, w, log_nodes, log_edges, nodes, edges):
 
 
 def oracle_sums(data, counters, i, w, nodes, edge_sum):
-    counters[ORACLE_CALLS] += 1
-    data.audit[0] += 1
+    _counted(data, counters, i, ORACLE_CALLS)
     unary, T, K = _unary(data, i, w)
-    trans = transition_matrix(data, w)
+    transition = transition_matrix(data, w)
     edge_sum[:, :] = 0.0
-    logZ = chain_marginal_sums(unary, trans, T, K, nodes, edge_sum)
-    return logZ, logZ - truth_score(data, i, unary, trans)
+    logZ = chain_marginal_sums(unary, transition, T, K, nodes, edge_sum)
+    return logZ, logZ - truth_score(data, i, unary, transition)
 
 
-def oracle_sums_scores(data, counters, i, unary, trans, nodes, edge_sum, work=None):
-    counters[ORACLE_CALLS] += 1
-    data.audit[0] += 1
-    K = int(data.n_labels)
-    T = int(data.offsets[i + 1] - data.offsets[i])
+def oracle_sums_scores(data, counters, i, unary, transition, nodes, edge_sum, work=None):
+    T, K = _counted(data, counters, i, ORACLE_CALLS)
     edge_sum[:, :] = 0.0
-    logZ = chain_marginal_sums(unary, trans, T, K, nodes, edge_sum)
-    return logZ, logZ - truth_score(data, i, unary[:T], trans)
+    logZ = chain_marginal_sums(unary, transition, T, K, nodes, edge_sum)
+    return logZ, logZ - truth_score(data, i, unary[:T], transition)
 
 
 def forward(data, counters, i, w):
-    counters[FORWARD_CALLS] += 1
-    data.audit[0] += 1
+    _counted(data, counters, i, FORWARD_CALLS)
     unary, T, K = _unary(data, i, w)
-    trans = transition_matrix(data, w)
-    logZ = chain_log_partition(unary, trans.reshape(1, K, K), True, T, K)
-    return logZ, logZ - truth_score(data, i, unary, trans)
+    transition = transition_matrix(data, w)
+    logZ = chain_log_partition(unary, transition.reshape(1, K, K), True, T, K)
+    return logZ, logZ - truth_score(data, i, unary, transition)
 
 
-def oracle_scores(data, counters, i, unary, edges, log_nodes, log_edges):
-    counters[ORACLE_CALLS] += 1
-    data.audit[0] += 1
-    T = int(data.offsets[i + 1] - data.offsets[i])
-    K = int(data.n_labels)
+def oracle_scores(data, counters, i, unary, pairwise, log_nodes, log_edges):
+    T, K = _counted(data, counters, i, ORACLE_CALLS)
     if T == 1:
         return chain_log_marginals(unary, np.zeros((1, K, K)), True, T, K, log_nodes, log_edges)
-    return chain_log_marginals(unary, edges, False, T, K, log_nodes, log_edges)
+    return chain_log_marginals(unary, pairwise, False, T, K, log_nodes, log_edges)
 
 
-def oracle_scores_marginals(
-    data, counters, i, unary, edges, log_nodes, log_edges, nodes, lin_edges
-):
-    log_z = oracle_scores(data, counters, i, unary, edges, log_nodes, log_edges)
+def oracle_scores_marginals(data, counters, i, unary, pairwise, log_nodes, log_edges, nodes, edges):
+    log_z = oracle_scores(data, counters, i, unary, pairwise, log_nodes, log_edges)
     T = int(data.offsets[i + 1] - data.offsets[i])
     nodes[:T] = np.exp(log_nodes[:T])
     if T > 1:
-        lin_edges[: T - 1] = np.exp(log_edges[: T - 1])
+        edges[: T - 1] = np.exp(log_edges[: T - 1])
     return log_z
 
 
 def oracle_scores_bonus(
-    data, counters, i, unary, trans, bonus, edges, log_nodes, log_edges, nodes, lin_edges, linear
+    data,
+    counters,
+    i,
+    unary,
+    transition,
+    bonus,
+    pairwise,
+    log_nodes,
+    log_edges,
+    nodes,
+    edges,
+    linear,
 ):
     s = int(data.offsets[i])
     T = int(data.offsets[i + 1]) - s
     if T > 1:
         y = data.y[s : s + T]
-        edges[: T - 1] = trans
-        edges[np.arange(T - 1), y[:-1], y[1:]] = trans[y[:-1], y[1:]] + bonus
-    tables = edges[: max(T - 1, 0)]
+        pairwise[: T - 1] = transition
+        pairwise[np.arange(T - 1), y[:-1], y[1:]] = transition[y[:-1], y[1:]] + bonus
+    tables = pairwise[: max(T - 1, 0)]
     if linear:
         return oracle_scores_marginals(
-            data, counters, i, unary, tables, log_nodes, log_edges, nodes, lin_edges
+            data, counters, i, unary, tables, log_nodes, log_edges, nodes, edges
         )
     return oracle_scores(data, counters, i, unary, tables, log_nodes, log_edges)
 
 
-def forward_scores(data, counters, i, unary, trans, work=None):
-    counters[FORWARD_CALLS] += 1
-    data.audit[0] += 1
-    T = int(data.offsets[i + 1] - data.offsets[i])
-    K = int(data.n_labels)
-    return chain_log_partition(unary, trans.reshape(1, K, K), True, T, K)
+def forward_scores(data, counters, i, unary, transition, work=None):
+    T, K = _counted(data, counters, i, FORWARD_CALLS)
+    return chain_log_partition(unary, transition.reshape(1, K, K), True, T, K)
 
 
 def expected_emission(data, i, node_weights, out_loc):
@@ -278,11 +283,15 @@ def node_residual(data, i, nodes, out):
     return T
 
 
+def difference_direction(data, i, node_diff, P, Q, div, E_loc, trans_loc):
+    expected_emission(data, i, node_diff, E_loc)
+    trans_loc[:, :] = (P - Q) / div
+
+
 def local_gradient(data, i, nodes, edge_sum, work, truth, E_loc, trans_loc):
     node_residual(data, i, nodes, work)
-    expected_emission(data, i, work, E_loc)
     truth_transitions(data, i, truth)
-    trans_loc[:, :] = edge_sum - truth
+    difference_direction(data, i, work, edge_sum, truth, 1.0, E_loc, trans_loc)
     return norm2_local(data, i, E_loc, trans_loc)
 
 
@@ -300,23 +309,23 @@ def _lanes(P: np.ndarray) -> float:
     return (s[0] + s[1]) + (s[2] + s[3])
 
 
-def norm2_local(data, i, E_loc, trans_dir):
+def norm2_local(data, i, E_loc, trans_loc):
     lo, hi = support_bounds(data, i)
-    return _lanes(E_loc[: hi - lo] ** 2) + _lanes(trans_dir**2)
+    return _lanes(E_loc[: hi - lo] ** 2) + _lanes(trans_loc**2)
 
 
-def add_local(data, i, w, scale, E_loc, trans_dir):
+def add_local(data, i, w, scale, E_loc, trans_loc):
     U = emission_matrix(data, w)
     lo, hi = support_bounds(data, i)
     U[data.support[lo:hi]] += scale * E_loc[: hi - lo]
-    transition_matrix(data, w)[:, :] += scale * trans_dir
+    transition_matrix(data, w)[:, :] += scale * trans_loc
 
 
-def dot_local(data, i, w, E_loc, trans_dir):
+def dot_local(data, i, w, E_loc, trans_loc):
     U = emission_matrix(data, w)
     lo, hi = support_bounds(data, i)
     products = np.concatenate(
-        [U[data.support[lo:hi]] * E_loc[: hi - lo], transition_matrix(data, w) * trans_dir]
+        [U[data.support[lo:hi]] * E_loc[: hi - lo], transition_matrix(data, w) * trans_loc]
     )
     return _lanes(products)
 
@@ -401,20 +410,20 @@ def batch_expected_emission(data, tr, weights, out_emission):
 def batch_value_grad(data, tr, w, want_grad, grad_out):
     n = len(data.offsets) - 1
     K = int(data.n_labels)
-    A = int(data.n_attributes)
+    A = int(data.n_kernel_attributes)
     theta = all_unary(data, w)
-    trans = transition_matrix(data, w)
-    edges = trans.reshape(1, K, K)
+    transition = transition_matrix(data, w)
+    pairwise = transition.reshape(1, K, K)
     total = 0.0
     nodes = np.empty_like(theta) if want_grad else None
     GT = np.zeros((K, K))
     for i in range(n):
         s, e = int(data.offsets[i]), int(data.offsets[i + 1])
         if want_grad:
-            z = chain_marginal_sums(theta[s:e], trans, e - s, K, nodes[s:e], GT)
+            z = chain_marginal_sums(theta[s:e], transition, e - s, K, nodes[s:e], GT)
         else:
-            z = chain_log_partition(theta[s:e], edges, True, e - s, K)
-        total += z - truth_score(data, i, theta[s:e], trans)
+            z = chain_log_partition(theta[s:e], pairwise, True, e - s, K)
+        total += z - truth_score(data, i, theta[s:e], transition)
     data.audit[0] += n
     if want_grad:
         batch_expected_emission(data, tr, nodes, grad_out[: A * K].reshape(A, K))
@@ -432,11 +441,11 @@ def batch_log_marginals(data, w, log_nodes, log_edges, logZ):
     n = len(data.offsets) - 1
     K = int(data.n_labels)
     theta = all_unary(data, w)
-    edges = transition_matrix(data, w).reshape(1, K, K)
+    pairwise = transition_matrix(data, w).reshape(1, K, K)
     for i in range(n):
         s, e = int(data.offsets[i]), int(data.offsets[i + 1])
         logZ[i] = chain_log_marginals(
-            theta[s:e], edges, True, e - s, K, log_nodes[s:e], log_edges[s - i : e - i - 1]
+            theta[s:e], pairwise, True, e - s, K, log_nodes[s:e], log_edges[s - i : e - i - 1]
         )
     data.audit[0] += n
 
@@ -458,7 +467,7 @@ def batch_kl(data, mu_nodes, mu_edges, nu_nodes, nu_edges, out):
 
 def batch_expected_features(data, tr, log_nodes, log_edges, out):
     K = int(data.n_labels)
-    A = int(data.n_attributes)
+    A = int(data.n_kernel_attributes)
     batch_expected_emission(data, tr, np.exp(log_nodes), out[: A * K].reshape(A, K))
     out[A * K :] = np.exp(log_edges).sum(axis=0).ravel() if len(log_edges) else 0.0
 
@@ -466,7 +475,7 @@ def batch_expected_features(data, tr, log_nodes, log_edges, out):
 def batch_viterbi(data, w, out):
     K = int(data.n_labels)
     theta = all_unary(data, w)
-    trans = transition_matrix(data, w)
+    transition = transition_matrix(data, w)
     for i in range(len(data.offsets) - 1):
         s, e = int(data.offsets[i]), int(data.offsets[i + 1])
-        chain_viterbi(theta[s:e], trans, e - s, K, out[s:e])
+        chain_viterbi(theta[s:e], transition, e - s, K, out[s:e])

@@ -9,19 +9,22 @@ Layout (docs/algorithms.md §1.1, with the bias block as three virtual attribute
 * tokens of all sequences are concatenated; sequence ``i`` owns tokens
   ``offsets[i]:offsets[i+1]`` and edges ``offsets[i]-i : offsets[i+1]-i-1``;
 * attributes ``0..A-1`` are the embedding, ``A, A+1, A+2`` the bias block (always-on,
-  first token, last token) when the problem has a bias; ``n_attributes`` counts both;
+  first token, last token) when the problem has a bias; ``n_kernel_attributes`` counts
+  both (the problem's ``n_attributes`` is A alone, its ``n_kernel_attributes`` this count);
 * dense problems keep ``X`` (tokens × attributes); sparse ones a CSR matrix over tokens
   (``indptr``, ``indices``, ``values``) whose duplicate ids within a token were summed;
 * ``support[support_ptr[i]:support_ptr[i+1]]`` are the sorted distinct attributes of
   sequence ``i`` and ``local[p]`` is the position of ``indices[p]`` in that list, so a
   per-sequence gradient is a small ``|S_i| × K`` matrix (docs/algorithms.md §1.5). Dense
-  problems use the full range ``0..n_attributes-1`` for every sequence.
+  problems use the full range ``0..n_kernel_attributes-1`` for every sequence.
 """
 
 from __future__ import annotations
 
 from collections import namedtuple
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +34,7 @@ KernelData = namedtuple(
         "offsets",  # int64 (n+1,)
         "y",  # int64 (N,)
         "dense",  # bool
-        "X",  # float64 (N, n_attributes) if dense, else (0, 0)
+        "X",  # float64 (N, n_kernel_attributes) if dense, else (0, 0)
         "indptr",  # int64 (N+1,) if sparse, else (1,)
         "indices",  # int32 (nnz,)
         "values",  # float64 (nnz,)
@@ -39,7 +42,7 @@ KernelData = namedtuple(
         "support_ptr",  # int64 (n+1,)
         "support",  # int32
         "n_labels",  # int64
-        "n_attributes",  # int64, bias attributes included
+        "n_kernel_attributes",  # int64, A + the 3 bias attributes (A without a bias)
         "max_len",  # int64
         "audit",  # int64 (1,): forward-backward executions, counted or not (writable)
     ],
@@ -215,7 +218,7 @@ def build_kernel_data(
             support_ptr=_readonly(np.zeros(n + 1, dtype=np.int64)),
             support=_readonly(np.arange(A_tot, dtype=np.int32)),
             n_labels=np.int64(n_labels),
-            n_attributes=np.int64(A_tot),
+            n_kernel_attributes=np.int64(A_tot),
             max_len=np.int64(lengths.max()),
             audit=np.zeros(1, dtype=np.int64),
         )
@@ -291,10 +294,19 @@ def build_kernel_data(
         support_ptr=_readonly(support_ptr),
         support=_readonly(support),
         n_labels=np.int64(n_labels),
-        n_attributes=np.int64(A_tot),
+        n_kernel_attributes=np.int64(A_tot),
         max_len=np.int64(lengths.max()),
         audit=np.zeros(1, dtype=np.int64),
     )
+
+
+def kernel_attributes(split_meta: Mapping[str, Any]) -> int:
+    """A split's attribute-row count from its saved metadata (``CRFProblem.to_arrays``):
+    the key is ``n_kernel_attributes``; files written before the field had its own name
+    call it ``n_attributes`` (the same A + 3 rows)."""
+    if "n_kernel_attributes" in split_meta:
+        return int(split_meta["n_kernel_attributes"])
+    return int(split_meta["n_attributes"])
 
 
 Transpose = namedtuple("Transpose", ["col_ptr", "col_token", "col_value"])
@@ -309,7 +321,7 @@ def build_transpose(data: KernelData) -> Transpose:
             _readonly(np.zeros(0, dtype=np.int64)),
             _readonly(np.zeros(0, dtype=np.float64)),
         )
-    A = int(data.n_attributes)
+    A = int(data.n_kernel_attributes)
     rows = np.repeat(np.arange(N, dtype=np.int64), np.diff(data.indptr))
     order = np.argsort(data.indices, kind="stable")
     col_ptr = np.zeros(A + 1, dtype=np.int64)

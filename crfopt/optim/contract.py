@@ -1,24 +1,27 @@
 """The optimizer contract (docs/architecture.md "Optimizer", docs/algorithms.md §3.0).
 
 A plugin optimizer subclasses :class:`Optimizer`, declares its parameters, and
-implements :meth:`Optimizer.setup` and :meth:`Optimizer.step` (or, for speed,
-:meth:`Optimizer.run_block`, a compiled loop of k iterations). A complete example —
-plain SGD in under 40 lines — is in ``docs/plugins.md``.
+implements :meth:`Optimizer.setup` and either :meth:`Optimizer.step` (one iteration) or,
+for speed, :meth:`Optimizer.run_block` (a compiled loop of up to k iterations that
+returns how many ran). A complete example — plain SGD in under 40 lines — is in
+``docs/plugins.md``.
 
 The optimizer touches the problem only through its counted oracles
-(``problem.oracle``/``forward``/``value_and_gradient`` or :mod:`crfopt.kernels`), and
-reports the iterations it finished and the weight updates it committed with
-:meth:`Optimizer.count` (or the ``ITERATIONS``/``UPDATES`` slots of the counter array in
-compiled code). Budgets, checkpoints, evaluation and timing belong to the runner.
+(``problem.oracle``/``forward``/``value_and_gradient`` or :mod:`crfopt.kernels`) and
+reports the weight updates it committed with :meth:`Optimizer.count` (or the ``UPDATES``
+slot of the counter array in compiled code). Iterations are counted for it, from what
+``run_block`` returns. Budgets, checkpoints, evaluation and timing belong to the runner.
 """
 
 from __future__ import annotations
 
 import abc
+import functools
 import json
 import math
 import os
-from collections.abc import Mapping
+import warnings
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -315,7 +318,9 @@ class Optimizer(abc.ABC):
     ``line_search``), :attr:`regularizers` (the penalties it minimizes correctly:
     ``("l2",)`` by default, ``("l2", "l1")`` for the elastic net, docs/plugins.md
     "Regularizers") and :attr:`cost` (declared work per iteration), and implement
-    :meth:`setup`, :meth:`step` and the :attr:`w` property.
+    :meth:`setup`, :meth:`step` or :meth:`run_block` (either; each defaults to the
+    other) and the :attr:`w` property. The iterations a block returns are added to the
+    problem's ``iterations`` counter here, so no plugin counts them itself.
 
     Parameters
     ----------
@@ -344,7 +349,22 @@ class Optimizer(abc.ABC):
     regularizers: ClassVar[tuple[str, ...]] = ("l2",)
     cost: ClassVar[Cost] = Cost()
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("run_block")
+        if own is not None and not getattr(own, _COUNTS_ITERATIONS, False):
+            cls.run_block = _counting_iterations(own)  # type: ignore[method-assign]
+        own_step = cls.__dict__.get("step")
+        if own_step is not None and not getattr(own_step, _COUNTS_ITERATIONS, False):
+            cls.step = _counting_step(own_step)  # type: ignore[method-assign]
+
     def __init__(self, problem: CRFProblem, seed: int = 0, **params: Any) -> None:
+        cls = type(self)
+        if cls.step is Optimizer.step and cls.run_block is Optimizer.run_block:
+            raise TypeError(
+                f"{cls.__name__} implements neither step() nor run_block(k): an optimizer "
+                'needs one of them (docs/plugins.md "The contract")'
+            )
         if not isinstance(problem, CRFProblem):
             raise TypeError(f"expected a CRFProblem, got {type(problem).__name__}")
         refusal = regularizer_refusal(type(self).__name__, tuple(self.regularizers), problem)
@@ -375,9 +395,12 @@ class Optimizer(abc.ABC):
     def setup(self) -> None:  # noqa: B027 - an optional hook, empty by default
         """Build the initial state from ``self.problem`` and ``self.params``."""
 
-    @abc.abstractmethod
     def step(self) -> None:
-        """Run one iteration (one sampled example, or one L-BFGS iteration)."""
+        """Run one iteration (one sampled example, or one L-BFGS iteration).
+
+        The default runs ``run_block(1)``: a plugin implements this or :meth:`run_block`.
+        """
+        self.run_block(1)
 
     @property
     @abc.abstractmethod
@@ -389,13 +412,11 @@ class Optimizer(abc.ABC):
         """Run up to ``k`` iterations; return how many ran (fewer only if converged).
 
         The default loops over :meth:`step`; stochastic methods override it with a
-        compiled loop so that no Python call happens per iteration.
+        compiled loop so that no Python call happens per iteration. The number returned
+        is added to the problem's ``iterations`` counter (every override is wrapped to
+        do so), which is why no plugin counts its iterations.
         """
-        done = 0
-        while done < k and not self.converged:
-            self.step()
-            done += 1
-        return done
+        return _default_run_block(self, k)
 
     def dual_state(self) -> DualMarginals | None:
         """Current dual marginals μ (dual methods), or None."""
@@ -413,13 +434,84 @@ class Optimizer(abc.ABC):
         """Release resources (threads, files); called by the runner when the run ends."""
 
     # ------------------------------------------------------------------ helpers
-    def count(self, *, iterations: int = 0, updates: int = 0) -> None:
-        """Report finished iterations and committed weight updates to the problem."""
+    def count(self, *, updates: int = 0, iterations: int = 0) -> None:
+        """Report committed weight updates to the problem.
+
+        ``iterations`` is deprecated: iterations are counted from what :meth:`run_block`
+        returns. A count given here is still taken (the block then adds none).
+        """
         c = self.problem.counters
         if iterations:
+            warnings.warn(
+                f"{type(self).__name__}: Optimizer.count(iterations=...) is deprecated; "
+                "iterations are counted from what run_block returns (docs/plugins.md)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
             c.add_iterations(iterations)
         if updates:
             c.add_updates(updates)
+
+
+def _default_run_block(opt: Optimizer, k: int) -> int:
+    done = 0
+    while done < k and not opt.converged:
+        opt.step()
+        done += 1
+    return done
+
+
+#: Marks a run_block already wrapped by :func:`_counting_iterations`.
+_COUNTS_ITERATIONS = "__crfopt_counts_iterations__"
+
+
+def _counting_iterations(run_block: Callable[[Optimizer, int], int]) -> Any:
+    """``run_block`` that adds the iterations it returns to the problem's counter.
+
+    Iterations counted already when the block returns (an inner, also wrapped
+    ``run_block`` reached through ``super()``, or a plugin written for the contract
+    where plugins counted them) are not counted twice; a count that is neither 0 nor
+    the number returned is a contract error.
+    """
+
+    @functools.wraps(run_block)
+    def counted(self: Optimizer, k: int) -> int:
+        counters = self.problem.counters
+        before = counters.iterations
+        done = run_block(self, k)
+        already = counters.iterations - before
+        if already == 0:
+            if done:
+                counters.add_iterations(int(done))
+        elif already > 0 and already != done:  # backwards: the runner's guard says so
+            raise RuntimeError(
+                f"{type(self).__name__}.run_block({k}) returned {done} but the iterations "
+                f"counter moved by {already}: iterations are counted from what run_block "
+                "returns, so a plugin must not count them itself"
+            )
+        return done
+
+    setattr(counted, _COUNTS_ITERATIONS, True)
+    return counted
+
+
+def _counting_step(step: Callable[[Optimizer], None]) -> Any:
+    """``step`` that counts its iteration, unless something inside counted it already
+    (the default step's ``run_block(1)``, or a plugin of the older contract)."""
+
+    @functools.wraps(step)
+    def counted(self: Optimizer) -> None:
+        counters = self.problem.counters
+        before = counters.iterations
+        step(self)
+        if counters.iterations == before:
+            counters.add_iterations(1)
+
+    setattr(counted, _COUNTS_ITERATIONS, True)
+    return counted
+
+
+Optimizer.run_block = _counting_iterations(Optimizer.run_block)  # type: ignore[method-assign]
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,11 @@ Chain scratch: ``chain_work(max_len, K)`` gives the :class:`ChainWork` that
 ``max_support(data)``:
     the largest number of distinct attributes of one sequence (the row count of the
     scratch tables that hold a local direction).
+``soft_threshold(x, τ)``:
+    S_τ(x), the prox of τ|·| on one number (ℓ1 methods, docs/algorithms.md §1.9).
+``one_blas_thread()``:
+    a context that holds every BLAS library to one thread, for the vector algebra of a
+    batch optimizer's loop (two-loop recursion, line search; ``kernels.threads``).
 
 Layout: the weight vector is A row blocks of K entries (emission + bias, row a at
 ``a·K``) followed by the K×K transition block; a :class:`LazyWeights` has A + 1 ``last``
@@ -47,6 +52,7 @@ entries, the last one for the transition block.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -55,6 +61,7 @@ from crfopt import kernels
 from crfopt.kernels.arrays import ChainWork, KernelData, chain_work
 from crfopt.kernels.jit import JIT_ENABLED, jit
 from crfopt.kernels.prefetch import prefetch_write
+from crfopt.kernels.threads import one_blas_thread
 
 __all__ = [
     "GRAM_WORK_RATIO",
@@ -78,9 +85,11 @@ __all__ = [
     "local_gradient",
     "materialize",
     "max_support",
+    "one_blas_thread",
     "renormalize",
     "scaled_scores",
     "sequence_grams",
+    "soft_threshold",
     "truth_memory",
 ]
 
@@ -101,9 +110,46 @@ class LazyWeights(NamedTuple):
     scale: np.ndarray  # (2,) [s, S]
 
 
-def lazy_weights(dim: int, n_rows: int) -> LazyWeights:
-    """w = 0 with s = 1, S = 0, d = 0 for ``n_rows`` attribute rows plus the transitions."""
-    return LazyWeights(np.zeros(dim), np.zeros(dim), np.zeros(n_rows + 1), np.array([1.0, 0.0]))
+def lazy_weights(data: KernelData | int, n_rows: int | None = None) -> LazyWeights:
+    """w = 0 with s = 1, S = 0, d = 0 for the attribute rows of ``data`` (``problem.data``:
+    its ``n_kernel_attributes`` rows, bias included) plus the transitions.
+
+    The older form ``lazy_weights(dim, n_rows)`` is deprecated: ``n_rows`` had to be the
+    kernel data's row count, and ``problem.n_attributes`` (A, without the bias rows) gave
+    a silently short ``last``. It is checked now: ``dim`` must be n_rows·K + K² for some K.
+    """
+    if n_rows is None:
+        if isinstance(data, (int, np.integer)):
+            raise TypeError("lazy_weights takes the kernel data (problem.data)")
+        K, rows = int(data.n_labels), int(data.n_kernel_attributes)
+        dim = rows * K + K * K
+    else:
+        warnings.warn(
+            "lazy_weights(dim, n_rows) is deprecated; pass the kernel data: "
+            "lazy_weights(problem.data)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        dim, rows = int(data), int(n_rows)  # type: ignore[arg-type]
+        K = (math.isqrt(rows * rows + 4 * dim) - rows) // 2  # dim = rows·K + K²
+        if K < 1 or rows * K + K * K != dim:
+            raise ValueError(
+                f"lazy_weights: {dim} weights are not {rows} attribute rows of K labels plus "
+                "K × K transitions; n_rows is the kernel data's row count, "
+                "problem.n_kernel_attributes (bias rows included), not problem.n_attributes"
+            )
+    return LazyWeights(np.zeros(dim), np.zeros(dim), np.zeros(rows + 1), np.array([1.0, 0.0]))
+
+
+@jit(inline=True)
+def soft_threshold(x, tau):
+    """S_τ(x) = sign(x) · max(|x| − τ, 0) of one number, the prox of τ|·| (docs/algorithms.md
+    §1.9). Bit for bit the array form ``crfopt.core.duality.soft_threshold``."""
+    if x > tau:
+        return x - tau
+    if x < -tau:
+        return x + tau
+    return 0.0
 
 
 # How many rows ahead the catch-up of scattered rows prefetches them.
@@ -173,7 +219,7 @@ def catch_up_support(data, u, d, last, i, S):
     K = data.n_labels
     lo, hi = kernels.support_bounds(data, i)
     _catch_up_rows(u, d, last, data.support, lo, hi, K, S)
-    catch_up_transitions(u, d, last, data.n_attributes, K, S)
+    catch_up_transitions(u, d, last, data.n_kernel_attributes, K, S)
 
 
 @jit
@@ -275,7 +321,7 @@ def sequence_grams(data: KernelData) -> SequenceGrams:
     offsets = np.asarray(data.offsets, dtype=np.int64)
     lengths = np.diff(offsets)
     if data.dense:
-        nnz = lengths * int(data.n_attributes)
+        nnz = lengths * int(data.n_kernel_attributes)
     else:
         indptr = np.asarray(data.indptr, dtype=np.int64)
         nnz = indptr[offsets[1:]] - indptr[offsets[:-1]]
@@ -292,7 +338,7 @@ def sequence_grams(data: KernelData) -> SequenceGrams:
             rows = X[offsets[i] : offsets[i + 1]]
             values[ptr[i] : ptr[i + 1]] = (rows @ rows.T).ravel()
     else:
-        _sparse_grams(data, ptr, values, np.zeros(int(data.n_attributes)))
+        _sparse_grams(data, ptr, values, np.zeros(int(data.n_kernel_attributes)))
     return SequenceGrams(ptr, values)
 
 
@@ -433,7 +479,7 @@ def max_support(data: KernelData) -> int:
     The row count of scratch tables that hold a local direction (``E_loc``).
     """
     if data.dense:
-        return int(data.n_attributes)
+        return int(data.n_kernel_attributes)
     ptr = np.asarray(data.support_ptr)
     return int(np.diff(ptr).max()) if ptr.shape[0] > 1 else 0
 
@@ -591,7 +637,7 @@ def curvature_at(problem: Any, i: int, w: np.ndarray, iterations: int = 10) -> f
         raise ValueError(f"w has shape {w.shape}, expected ({problem.dim},)")
     unary = np.zeros((int(data.max_len), K))
     kernels.unary_scores(data, int(i), w, unary)
-    t_off = int(data.n_attributes) * K
+    t_off = int(data.n_kernel_attributes) * K
     trans = np.ascontiguousarray(w[t_off : t_off + K * K].reshape(K, K))
     wk = curvature_work(data)
     T = int(data.offsets[i + 1] - data.offsets[i])

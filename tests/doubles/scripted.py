@@ -80,7 +80,7 @@ class Scripted(crfopt.Optimizer):
             self._fault(fault)
         if self.params["sleep"]:
             time.sleep(self.params["sleep"])
-        self.count(iterations=1, updates=1)
+        self.count(updates=1)
 
     def _fault(self, fault):
         if fault == "nan":

@@ -1,5 +1,5 @@
-"""Dual marginals shared by the dual methods (SDCA, OEG): initialization and log-space
-arithmetic (docs/algorithms.md §3.1 "Initialization", §5.2, §5.5).
+"""The initial dual marginals μ⁰ of the dual methods (SDCA, OEG; docs/algorithms.md §3.1
+"Initialization", §5.5).
 
 The dual variables are the log-marginals μ_i of every sequence, kept in a
 :class:`crfopt.DualMarginals` (float64, or float32 for large label sets). Never start at
@@ -117,33 +117,3 @@ def initial_dual(
     seq = np.searchsorted(offs, tok, side="right") - 1
     mu.log_edges[tok - seq, y[tok], y[tok + 1]] = on_edge
     return mu
-
-
-@jit
-def log_mix(log_a, log_b, gamma, out):
-    """out = log((1-γ) exp(log_a) + γ exp(log_b)), elementwise (§5.2).
-
-    Max-shifted, and exactly ``log_a`` at γ = 0 and ``log_b`` at γ = 1.
-    """
-    fa = log_a.ravel()
-    fb = log_b.ravel()
-    fo = out.ravel()
-    if gamma <= 0.0:
-        for j in range(fa.shape[0]):
-            fo[j] = fa[j]
-        return
-    if gamma >= 1.0:
-        for j in range(fa.shape[0]):
-            fo[j] = fb[j]
-        return
-    la = math.log1p(-gamma)
-    lb = math.log(gamma)
-    for j in range(fa.shape[0]):
-        x = fa[j] + la
-        z = fb[j] + lb
-        if x > z:
-            fo[j] = x + math.log1p(math.exp(z - x))
-        elif z > -math.inf:
-            fo[j] = z + math.log1p(math.exp(x - z))
-        else:
-            fo[j] = -math.inf
