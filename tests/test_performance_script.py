@@ -607,3 +607,127 @@ def test_epoch_floor_processes_report_the_childs_error():
     floors = _script("epoch_floor.py", "crfopt_epoch_floor_script")
     with pytest.raises(RuntimeError, match=r"(?s)exit [1-9].*no-such-problem"):
         floors.measure_in_processes(["no-such-problem"], rounds=1, processes=1)
+
+
+# ----------------------------------------------------------------------------- Wapiti
+
+
+def wapiti_algo(seconds, iterations=None, crashed=None, tries=None) -> dict:
+    return {
+        "seconds_to_target": seconds,
+        "iterations_to_target": iterations,
+        "crashed": crashed,
+        "cap_s": 400.0,
+        "iterations": 50,
+        **({"tries": tries} if tries else {}),
+    }
+
+
+def test_wapiti_section_reports_the_check_every_algorithm_and_the_ratio(perf, tmp_path):
+    res = fake_result("this box")
+    res["wapiti"] = {
+        "version": "libwapiti==0.2.1",
+        "measured_at": res["date"],
+        "problems": {
+            "ocr": {
+                "check": {
+                    "features": 4082,
+                    "dim": 4082,
+                    "iterations": 400,
+                    "seconds": 250.0,
+                    "printed_objective": 15251.91,
+                    "n_p_star": 15251.9077,
+                    "relative_difference": 2e-9,
+                },
+                "threads": {
+                    "1": {
+                        "wapiti": {
+                            "l-bfgs": wapiti_algo(117.5, 187),
+                            "sgd-l1": wapiti_algo(None, crashed="signal 11 (SIGSEGV)"),
+                            "bcd": wapiti_algo(
+                                None, tries=[{"iterations": 4, "seconds": 300, "primal": 2.5}]
+                            ),
+                        },
+                        "wapiti_fastest": "l-bfgs",
+                        "crfopt": {"sag-nus-star": {"optimizer_s": 2.24, "reached": True}},
+                        "crfopt_best": "sag-nus-star",
+                        "ratio": 2.24 / 117.5,
+                    }
+                },
+            },
+            "pos-ewt": {"skipped": "no certified P*: run crfopt optimum --problem pos-ewt"},
+        },
+    }
+    res["P3"]["measured_at"] = res["date"]  # CRFsuite measured in the same run
+    out = tmp_path / "performance.md"
+    perf.write_report(res, out)
+    text = out.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    (summary,) = [ln for ln in lines if ln.startswith("| W |")]
+    assert "sag-nus-star vs Wapiti's fastest (l-bfgs)" in summary
+    assert summary.endswith("| 2.24 s | 117.5 s | 0.019 | ≤ 0.05 | met |")
+    (check,) = [ln for ln in lines if ln.startswith("| OCR | 4,082 (4,082)")]
+    assert "15251.91 (400 it., 250.0 s)" in check and check.endswith("2.0e-09 ✓ |")
+    (times,) = [ln for ln in lines if ln.startswith("| OCR | 1 |")]
+    assert "117.5 s (187 it.)" in times and "crashed (signal 11 (SIGSEGV))" in times
+    assert "not in 400 s (P = 2.5 at 4 it.)" in times
+    assert times.endswith("| 40.0 s | `sag-nus-star` 2.24 s | **0.019** |")  # CRFsuite (P3)
+    assert "| POS-EWT | no certified P*" in text
+    for block in re.split(r"\n\n", text):
+        rows = [ln for ln in block.splitlines() if ln.startswith("|")]
+        if rows:
+            assert {ln.count("|") for ln in rows} == {rows[0].count("|")}, block
+
+
+def test_wapiti_raw_mode_is_crfopts_objective_by_brute_force(perf, tmp_path):
+    """benchmarks/wapiti.py's raw file, read as Wapiti reads it (each token's observations,
+    unigram weights per label, the 'b' observation's K × K weights from the second token
+    on, Σ NLL + ρ₂‖w‖²/2), is n·P(w) with ρ₂ = nλ; weights_from_raw inverts the dump."""
+    import itertools
+
+    wapiti = perf.wapiti_tool  # benchmarks/wapiti.py, as the section imports it
+    rng = np.random.default_rng(3)
+    K, A, lengths = 3, 5, [1, 3, 2]
+    N = sum(lengths)
+    indptr, indices = [0], []
+    for _ in range(N):
+        indices += sorted(rng.choice(A, size=int(rng.integers(1, 4)), replace=False).tolist())
+        indptr.append(len(indices))
+    seqs = crfopt.Sequences(
+        lengths=np.asarray(lengths),
+        labels=rng.integers(0, K, size=N),
+        indptr=np.asarray(indptr),
+        indices=np.asarray(indices),
+    )
+    problem = crfopt.CRFProblem(seqs, n_labels=K, n_attributes=A, lam=0.3)
+    path = tmp_path / "raw.txt"
+    wapiti.write_raw(problem, path)
+    sentences = [
+        [line.split() for line in block.splitlines()]
+        for block in path.read_text().strip().split("\n\n")
+    ]
+    assert [len(s) for s in sentences] == lengths
+    w = rng.normal(size=problem.dim)
+    blocks = problem.unpack(w)
+    theta = {f"u:{j}": blocks.emission[:, j] for j in range(A)}
+    theta.update(
+        {name: blocks.bias[:, c] for c, name in enumerate(["u:bias", "u:first", "u:last"])}
+    )
+
+    def score(sent, y):
+        s = sum(theta[o][y[t]] for t, tok in enumerate(sent) for o in tok[:-1] if o != "b")
+        return s + sum(blocks.transition[y[t - 1], y[t]] for t in range(1, len(sent)))
+
+    names = [str(k) for k in range(K)]
+    nll = 0.0
+    for sent in sentences:
+        gold = [names.index(tok[-1]) for tok in sent]
+        scores = [score(sent, y) for y in itertools.product(range(K), repeat=len(sent))]
+        nll += np.logaddexp.reduce(scores) - score(sent, gold)
+    rho2 = problem.n * problem.lam
+    from crfopt.bench.evaluator import Evaluator
+
+    assert nll + rho2 / 2 * w @ w == pytest.approx(problem.n * Evaluator(problem).primal(w))
+    rows = [(o, None, names[k], v[k]) for o, v in theta.items() for k in range(K)]
+    rows += [("b", names[a], names[b], blocks.transition[a, b]) for a in range(K) for b in range(K)]
+    np.testing.assert_array_equal(wapiti.weights_from_raw(problem, rows), w)

@@ -433,6 +433,12 @@ class CRF(_Base):
         (no metrics; the gap checked every 5 passes when a target is set, else only at
         the start and the end), or the runner's ``"default"`` schedule with every metric
         when ``verbose`` or ``X_dev`` turns monitoring on.
+    template : str or path, optional
+        A CRF++ template or Wapiti pattern file (docs/patterns.md). Each token of ``X``
+        is then the sequence of its column strings, as in the tool's data file without
+        the label (``("Confidence", "NN")``), and the file's patterns make its
+        attributes. The bias block is still ``bias``'s: give ``bias=False`` for exactly
+        the tool's feature map.
 
     Attributes
     ----------
@@ -491,6 +497,7 @@ class CRF(_Base):
         optimizer_params: Mapping[str, Any] | None = None,
         plugin_dirs: Sequence[str] = (),
         checkpoints: str | Sequence[float] | None = None,
+        template: str | os.PathLike[str] | None = None,
     ) -> None:
         self.algorithm = algorithm
         self.optimizer = optimizer
@@ -509,6 +516,7 @@ class CRF(_Base):
         self.optimizer_params = optimizer_params
         self.plugin_dirs = plugin_dirs
         self.checkpoints = checkpoints
+        self.template = template
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -606,7 +614,8 @@ class CRF(_Base):
 
         self._check_params()
         optimizer = self._resolve_optimizer()
-        problem, classes = self._training_problem(X, y, X_dev, y_dev)
+        template = self._fit_template()
+        problem, classes = self._training_problem(X, y, X_dev, y_dev, template)
         n, has_dev = problem.n, "test" in problem.splits  # X_dev became the "test" split
         attributes = list(problem.attribute_names or ())
         target = self.epsilon if self.epsilon is not None else self.target_gap
@@ -645,6 +654,9 @@ class CRF(_Base):
             metrics=None if monitoring else [],
             train_error=monitoring,
         )
+        if template is not None:  # predict (and a saved model) featurize with it
+            trained.model.template = template.spec()
+            trained.model.training["estimator_template"] = True
         labels_json = [_json_label(lab) for lab in classes]
         if all(v is not None for v in labels_json) and any(not isinstance(v, str) for v in classes):
             # save/load gives back integer labels as integers
@@ -667,11 +679,12 @@ class CRF(_Base):
         y: Iterable[Iterable[Any]],
         X_dev: Iterable[Iterable[Any]] | None = None,
         y_dev: Iterable[Iterable[Any]] | None = None,
+        template: Any = None,
     ) -> tuple[CRFProblem, list[Any]]:
         """The training problem of :meth:`fit` (dev set as its ``test`` split) and the
         labels in order of first appearance: everything ``fit`` does before the
-        optimizer starts."""
-        X, y = _sentences(X), _sentences(y, "y")
+        optimizer starts; ``template`` a pattern file that makes the tokens' attributes."""
+        X, y = self._with_template(_sentences(X), template), _sentences(y, "y")
         if (X_dev is None) != (y_dev is None):
             raise ValueError("give both X_dev and y_dev, or neither")
         if len(X) != len(y):
@@ -696,7 +709,8 @@ class CRF(_Base):
 
         dev = None
         if X_dev is not None:
-            Xd, yd = _sentences(X_dev, "X_dev"), _sentences(y_dev, "y_dev")
+            Xd = self._with_template(_sentences(X_dev, "X_dev"), template, "X_dev")
+            yd = _sentences(y_dev, "y_dev")
             if len(Xd) != len(yd):
                 raise ValueError(f"X_dev has {len(Xd)} sentences but y_dev has {len(yd)}")
             frozen = Vocabulary(attributes, frozen=True)
@@ -738,6 +752,60 @@ class CRF(_Base):
         )
         return problem, classes
 
+    def _fit_template(self) -> Any:
+        """The pattern file of ``template``, or None."""
+        if self.template is None:
+            return None
+        from crfopt.data.features import load_template
+        from crfopt.data.patterns import PatternTemplate
+
+        tpl = load_template(self.template)
+        if not isinstance(tpl, PatternTemplate):
+            raise ValueError(
+                f"template={self.template!r} is not a CRF++ or Wapiti pattern file: "
+                "template= reads columns by position; crfopt's TOML/YAML templates name "
+                "their columns and featurize corpus files (crfopt train --template)"
+            )
+        tpl.require_supported()
+        return tpl
+
+    def _model_template(self) -> Any:
+        """The pattern file the fitted model was trained with, or None."""
+        model = self._check_fitted()
+        if not model.training.get("estimator_template"):
+            return None
+        from crfopt.data.features import Template
+
+        return Template.from_spec(model.template)
+
+    @staticmethod
+    def _with_template(X: list[list[Any]], template: Any, what: str = "X") -> list[list[Any]]:
+        """``X`` itself, or, with a pattern template, its tokens (sequences of column
+        strings) as the lists of attribute names the template makes of them."""
+        if template is None:
+            return X
+        width = template.n_columns
+        out = []
+        for i, sent in enumerate(X):
+            rows = []
+            for t, tok in enumerate(sent):
+                if isinstance(tok, (str, bytes, Mapping)) or not all(
+                    isinstance(v, str) for v in tok
+                ):
+                    raise TypeError(
+                        f"{what}[{i}][{t}]: with template=, a token is a sequence of column "
+                        f"strings, e.g. ('Confidence', 'NN'), not {type(tok).__name__}"
+                    )
+                if len(tok) < width:
+                    raise ValueError(
+                        f"{what}[{i}][{t}] has {len(tok)} column(s); the patterns of "
+                        f"{template.source or template.name} read {width}"
+                    )
+                rows.append(tuple(tok))
+            # an attribute fires once per token, as in crfopt's corpus path
+            out.append([list(dict.fromkeys(a)) for a in template.token_attributes(rows)])
+        return out
+
     @staticmethod
     def _print_checkpoint(row: Mapping[str, Any]) -> None:
         parts = [
@@ -775,7 +843,9 @@ class CRF(_Base):
         X = _sentences(X)
         if not X:
             return []
-        lengths, indptr, indices, values, _ = _encode(X, model.vocabulary())
+        lengths, indptr, indices, values, _ = _encode(
+            self._with_template(X, self._model_template()), model.vocabulary()
+        )
         ids = model.viterbi(indptr, indices, values, lengths)
         return split_labels(ids, lengths, self._labels())
 
@@ -793,7 +863,9 @@ class CRF(_Base):
         X = _sentences(X)
         if not X:
             return []
-        lengths, indptr, indices, values, _ = _encode(X, model.vocabulary())
+        lengths, indptr, indices, values, _ = _encode(
+            self._with_template(X, self._model_template()), model.vocabulary()
+        )
         rows = model.node_marginals(indptr, indices, values, lengths).tolist()
         labels = self._labels()
         out, pos = [], 0

@@ -261,5 +261,9 @@ def chunk_scores(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -
 
 
 def is_chunk_tagset(labels: Sequence[str]) -> bool:
-    """True when labels look like IOB/IOE chunk tags (so chunk F1 is meaningful)."""
-    return any(lab.startswith(("B-", "I-", "E-", "S-")) for lab in labels)
+    """True when labels look like IOB/IOE chunk tags (so chunk F1 is meaningful): typed
+    (``B-NP``) or, as in Wapiti's base-NP examples, one untyped chunk kind (``B I O``)."""
+    untyped = {"B", "I", "O", "E"}
+    return any(lab.startswith(("B-", "I-", "E-", "S-")) for lab in labels) or (
+        len(labels) > 1 and set(labels) <= untyped and ("B" in labels or "E" in labels)
+    )

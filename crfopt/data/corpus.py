@@ -67,6 +67,7 @@ def text_problem(
     ``min_count``, ``label`` and ``bias`` (everything that changes the arrays), never λ.
     """
     tpl = load_template(template)
+    tpl.require_supported()  # before the corpus is read
 
     def build() -> CRFProblem:
         corpora = {split: read() for split, read in readers.items()}
@@ -149,8 +150,9 @@ def load_corpus(
     label: str | None = None,
     encoding: str = "utf-8",
     lam: float | None = None,
-    bias: bool = True,
+    bias: bool | None = None,
     min_count: int = 1,
+    template_format: str | None = None,
 ) -> CRFProblem:
     """A problem from the user's own tagged file(s), with no code.
 
@@ -163,12 +165,18 @@ def load_corpus(
         Names of the CoNLL columns; default ``word,pos,label`` for three columns,
         ``word,label`` for two, else ``c0..`` (then ``label`` names the label column).
     template : str or path, optional
-        ``chunking``, ``ner``, ``pos`` or a TOML/YAML file. Default: ``pos`` for CoNLL-U
-        and word-only files, ``ner`` when there is a ``pos`` column.
+        ``chunking``, ``ner``, ``pos``, a TOML/YAML file, or a CRF++ template or Wapiti
+        pattern file (docs/patterns.md). Default: ``pos`` for CoNLL-U and word-only files,
+        ``ner`` when there is a ``pos`` column.
     test : path, optional
         A test file in the same layout (its tokens' errors are ``test_error``).
     label : str, optional
         The label column (default: the last column / ``xpos``).
+    bias : bool, optional
+        Add crfopt's bias block (docs/algorithms.md §1.1). Default: yes, except with a
+        CRF++/Wapiti pattern file, whose patterns define every feature of the model.
+    template_format : {"crfsuite", "crfpp", "wapiti"}, optional
+        How to read a template file; default: by its suffix and content.
     """
     path = os.fspath(path)
     if not Path(path).is_file():
@@ -202,7 +210,9 @@ def load_corpus(
             return read_conll(p, columns=columns, label=label_col, encoding=encoding)
 
         default_template = "ner" if "pos" in columns and label_col != "pos" else "pos"
-    tpl = load_template(template or default_template)
+    tpl = load_template(template or default_template, template_format)
+    if bias is None:
+        bias = tpl.default_bias
     readers: dict[str, Callable[[], Corpus]] = {"train": lambda: read(path)}
     digests = {"train": sha256_of(path)}
     if test is not None:

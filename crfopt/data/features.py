@@ -167,6 +167,60 @@ class Template:
     def columns(self) -> tuple[str, ...]:
         return tuple(sorted({p.column for f in self.features for p in f.parts}))
 
+    @property
+    def default_bias(self) -> bool:
+        """Whether a problem gets crfopt's bias block unless told otherwise: yes here; no
+        for CRF++/Wapiti pattern files, which define every feature of their model."""
+        return True
+
+    def require_supported(self) -> None:
+        """Raise if crfopt's model cannot hold every feature of this template (a pattern
+        file's bigram-observation patterns); crfopt's own templates always fit."""
+
+    def check_corpus(self, corpus: Corpus, split: str, label: str) -> None:
+        """Raise :class:`DataFormatError` unless ``corpus`` has what the template reads."""
+        missing = [c for c in self.columns if c not in corpus.columns]
+        if missing:
+            raise DataFormatError(
+                corpus.path,
+                f"template {self.name!r} needs column(s) {', '.join(missing)}; the "
+                f"{split} corpus has {', '.join(corpus.columns)} (name them with --columns)",
+            )
+
+    def token_attributes(
+        self, sent: Sequence[tuple[str, ...]], col_index: Mapping[str, int]
+    ) -> list[list[str]]:
+        """Attribute strings of every token of one sentence (``col_index``: column → position)."""
+        T = len(sent)
+        cache: dict[tuple[str, str], list[Any]] = {}
+
+        def values(column: str, transform: str) -> list[Any]:
+            key = (column, transform)
+            if key not in cache:
+                fn, _ = _transform(transform)
+                j = col_index[column]
+                cache[key] = [fn(tok[j]) for tok in sent]
+            return cache[key]
+
+        out: list[list[str]] = [[] for _ in range(T)]
+        for feat in self.features:
+            label = feat.label()
+            if feat.boolean:
+                p = feat.parts[0]
+                vals = values(p.column, p.transform)
+                for t in range(T):
+                    pos = t + p.offset
+                    if 0 <= pos < T and vals[pos]:
+                        out[t].append(label)
+                continue
+            cols = [values(p.column, p.transform) for p in feat.parts]
+            offs = [p.offset for p in feat.parts]
+            lo = -min(0, *offs)
+            hi = T - max(0, *offs)
+            for t in range(lo, hi):
+                out[t].append(label + "=" + "|".join(c[t + o] for c, o in zip(cols, offs)))
+        return out
+
     def spec(self) -> dict[str, Any]:
         """Canonical data form (what is hashed, cached and saved in models)."""
         return {
@@ -183,9 +237,17 @@ class Template:
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], source: str = "") -> Template:
-        """Build from the canonical form or from the user file layout (module docstring)."""
+        """Build from the canonical form or from the user file layout (module docstring).
+
+        A pattern file's canonical form (``format``: ``crfpp`` or ``wapiti``) gives a
+        :class:`crfopt.data.patterns.PatternTemplate`.
+        """
         if not isinstance(spec, Mapping):
             raise ValueError(f"{source or 'template'}: expected a mapping at the top level")
+        if "format" in spec:
+            from crfopt.data.patterns import PatternTemplate
+
+            return PatternTemplate.from_spec(spec, source)
         name = str(spec.get("name", Path(source).stem if source else "template"))
         raw = spec.get("features")
         if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
@@ -232,14 +294,33 @@ class Template:
         return cls(name, tuple(features), str(spec.get("description", "")), source)
 
 
-def load_template(name_or_path: str | os.PathLike[str] | Template | Mapping[str, Any]) -> Template:
-    """A built-in template by name, a TOML/YAML file, or an already parsed one."""
+def load_template(
+    name_or_path: str | os.PathLike[str] | Template | Mapping[str, Any],
+    template_format: str | None = None,
+) -> Template:
+    """A built-in template by name, a template file, or an already parsed one.
+
+    A file is crfopt's TOML/YAML (``template_format="crfsuite"``), a CRF++ template
+    (``"crfpp"``) or a Wapiti pattern file (``"wapiti"``); ``None`` tells them apart by
+    suffix (``.toml``, ``.yaml``, ``.yml``) and content
+    (:func:`crfopt.data.patterns.detect_format`).
+    """
+    from crfopt.data.patterns import PATTERN_FORMATS, TEMPLATE_FORMATS, detect_format
+
+    if template_format is not None and template_format not in TEMPLATE_FORMATS:
+        raise ValueError(
+            f"unknown template format {template_format!r}; valid: {', '.join(TEMPLATE_FORMATS)}"
+        )
     if isinstance(name_or_path, Template):
         return name_or_path
     if isinstance(name_or_path, Mapping):
         return Template.from_spec(name_or_path)
     text_name = os.fspath(name_or_path)
     if text_name in BUILTIN_TEMPLATES:
+        if template_format not in (None, "crfsuite"):
+            raise ValueError(
+                f"{text_name!r} is a built-in crfopt template, not a {template_format} file"
+            )
         data = (
             resources.files("crfopt.data")
             .joinpath("templates", f"{text_name}.toml")
@@ -253,6 +334,13 @@ def load_template(name_or_path: str | os.PathLike[str] | Template | Mapping[str,
             "and no such file"
         )
     raw = path.read_text(encoding="utf-8")
+    fmt = template_format
+    if fmt is None:
+        fmt = "crfsuite" if path.suffix in (".toml", ".yaml", ".yml") else detect_format(raw)
+    if fmt in PATTERN_FORMATS:
+        from crfopt.data.patterns import parse_patterns
+
+        return parse_patterns(raw, fmt, source=str(path))
     if path.suffix in (".yaml", ".yml"):
         import yaml
 
@@ -289,36 +377,8 @@ class Featurized:
 def _token_attributes(
     sent: Sequence[tuple[str, ...]], template: Template, col_index: Mapping[str, int]
 ) -> list[list[str]]:
-    """Attribute strings of every token of one sentence."""
-    T = len(sent)
-    cache: dict[tuple[str, str], list[Any]] = {}
-
-    def values(column: str, transform: str) -> list[Any]:
-        key = (column, transform)
-        if key not in cache:
-            fn, _ = _transform(transform)
-            j = col_index[column]
-            cache[key] = [fn(tok[j]) for tok in sent]
-        return cache[key]
-
-    out: list[list[str]] = [[] for _ in range(T)]
-    for feat in template.features:
-        label = feat.label()
-        if feat.boolean:
-            p = feat.parts[0]
-            vals = values(p.column, p.transform)
-            for t in range(T):
-                pos = t + p.offset
-                if 0 <= pos < T and vals[pos]:
-                    out[t].append(label)
-            continue
-        cols = [values(p.column, p.transform) for p in feat.parts]
-        offs = [p.offset for p in feat.parts]
-        lo = -min(0, *offs)
-        hi = T - max(0, *offs)
-        for t in range(lo, hi):
-            out[t].append(label + "=" + "|".join(c[t + o] for c, o in zip(cols, offs)))
-    return out
+    """Attribute strings of every token of one sentence (:meth:`Template.token_attributes`)."""
+    return template.token_attributes(sent, col_index)
 
 
 class TemplateEncoder:
@@ -489,14 +549,9 @@ def featurize(
     label_col = label or tr.label
     if label_col is None:
         raise ValueError("the training corpus has no label column")
+    template.require_supported()
     for split, corpus in corpora.items():
-        missing = [c for c in template.columns if c not in corpus.columns]
-        if missing:
-            raise DataFormatError(
-                corpus.path,
-                f"template {template.name!r} needs column(s) {', '.join(missing)}; the "
-                f"{split} corpus has {', '.join(corpus.columns)} (name them with --columns)",
-            )
+        template.check_corpus(corpus, split, label_col)
         if label_col not in corpus.columns:
             raise DataFormatError(corpus.path, f"no label column {label_col!r}")
     label_names = sorted({tok[tr.column(label_col)] for sent in tr.sentences for tok in sent})

@@ -360,6 +360,8 @@ def evaluate_cmd(
             str(scores.pred_chunks),
         )
         for kind, (gold, pred, right) in sorted(scores.per_type.items()):
+            if not kind:  # untyped chunks (B I O): the row above already
+                continue
             p, r, f = scores.prf(gold, pred, right)
             table.add_row(
                 escape(kind),
