@@ -756,8 +756,8 @@ class CRF(_Base):
         """The pattern file of ``template``, or None."""
         if self.template is None:
             return None
-        from crfopt.data.features import load_template
         from crfopt.data.patterns import PatternTemplate
+        from crfopt.data.template_files import load_template
 
         tpl = load_template(self.template)
         if not isinstance(tpl, PatternTemplate):
@@ -774,9 +774,9 @@ class CRF(_Base):
         model = self._check_fitted()
         if not model.training.get("estimator_template"):
             return None
-        from crfopt.data.features import Template
+        from crfopt.data.template_files import template_from_spec
 
-        return Template.from_spec(model.template)
+        return template_from_spec(model.template)
 
     @staticmethod
     def _with_template(X: list[list[Any]], template: Any, what: str = "X") -> list[list[Any]]:

@@ -51,7 +51,7 @@ from crfopt._version import __version__
 from crfopt.data.fileio import atomic_write
 
 if TYPE_CHECKING:
-    from crfopt.data.features import TemplateEncoder
+    from crfopt.data.features import AttributeEncoder, TemplateEncoder
     from crfopt.data.vocabulary import Vocabulary
 
 FORMAT = "crfopt-model"
@@ -300,10 +300,10 @@ def _check_meta(meta: Any, path: str) -> dict[str, Any]:
             raise ModelFormatError(f"{path}: metadata 'training.corpus' is malformed")
     template = meta.get("template")
     if template is not None:
-        from crfopt.data.features import Template
+        from crfopt.data.template_files import template_from_spec
 
         try:
-            Template.from_spec(template)
+            template_from_spec(template)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
             raise ModelFormatError(f"{path}: metadata 'template' is invalid ({exc})") from None
     return meta
@@ -380,16 +380,16 @@ class Model:
 
         return self._cached("vocabulary", lambda: Vocabulary(self.attributes, frozen=True))
 
-    def text_encoder(self) -> TemplateEncoder:
+    def text_encoder(self) -> TemplateEncoder | AttributeEncoder:
         """The encoder of text into this model's columns through its template (built
         once per model); a :class:`ValueError` for a model without a text template."""
-        from crfopt.data.features import Template, TemplateEncoder
+        from crfopt.data.template_files import template_from_spec
 
         if not self.template:
             raise ValueError("this model has no text template")
 
-        def build() -> TemplateEncoder:
-            return TemplateEncoder(Template.from_spec(self.template), self.attributes)
+        def build() -> TemplateEncoder | AttributeEncoder:
+            return template_from_spec(self.template).encoder(self.attributes)
 
         return self._cached("text_encoder", build)
 

@@ -26,6 +26,7 @@ from crfopt.data.readers import (
     read_conll,
     read_conllu_words,
 )
+from crfopt.data.template_files import template_from_spec
 
 
 class TaggingError(ValueError):
@@ -39,7 +40,7 @@ def model_template(model: Model) -> Template:
             "this model has no text template (it was trained on a non-text problem such as "
             "ocr or synthetic); it can only be applied from Python, to the same kind of data"
         )
-    return Template.from_spec(model.template)
+    return template_from_spec(model.template)
 
 
 def _layout(model: Model) -> tuple[str, list[str], str | None]:

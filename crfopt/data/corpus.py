@@ -16,9 +16,10 @@ from typing import Any
 
 from crfopt.core.problem import CRFProblem
 from crfopt.data.cache import cached_problem
-from crfopt.data.features import Featurized, Template, featurize, load_template
+from crfopt.data.features import Featurized, Template, featurize
 from crfopt.data.readers import Corpus, DataFormatError, read_conll, read_conllu_words
 from crfopt.data.sources import DataFile, files_metadata, locate, sha256_of, verify
+from crfopt.data.template_files import load_template
 
 
 def problem_from_featurized(

@@ -41,11 +41,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from itertools import chain, repeat
 from operator import itemgetter
 from pathlib import Path
@@ -60,7 +58,6 @@ from crfopt.kernels.arrays import Sequences
 #: Bump when featurization changes, so cached problems are rebuilt.
 FEATURIZER_VERSION = 1
 
-BUILTIN_TEMPLATES = ("chunking", "ner", "pos")
 
 _PUNCT = set(string.punctuation)
 
@@ -221,6 +218,11 @@ class Template:
                 out[t].append(label + "=" + "|".join(c[t + o] for c, o in zip(cols, offs)))
         return out
 
+    def encoder(self, attributes: Sequence[str]) -> TemplateEncoder | AttributeEncoder:
+        """The encoder of sentences into the columns of ``attributes`` (a model's
+        dictionary) through this template, for tagging."""
+        return TemplateEncoder(self, attributes)
+
     def spec(self) -> dict[str, Any]:
         """Canonical data form (what is hashed, cached and saved in models)."""
         return {
@@ -239,15 +241,16 @@ class Template:
     def from_spec(cls, spec: Mapping[str, Any], source: str = "") -> Template:
         """Build from the canonical form or from the user file layout (module docstring).
 
-        A pattern file's canonical form (``format``: ``crfpp`` or ``wapiti``) gives a
-        :class:`crfopt.data.patterns.PatternTemplate`.
+        A pattern file's canonical form (``format``: ``crfpp`` or ``wapiti``) is read by
+        :func:`crfopt.data.template_files.template_from_spec`, which knows both kinds.
         """
         if not isinstance(spec, Mapping):
             raise ValueError(f"{source or 'template'}: expected a mapping at the top level")
         if "format" in spec:
-            from crfopt.data.patterns import PatternTemplate
-
-            return PatternTemplate.from_spec(spec, source)
+            raise ValueError(
+                f"{source or 'template'}: a CRF++/Wapiti pattern file's spec; read it with "
+                "crfopt.data.template_files.template_from_spec"
+            )
         name = str(spec.get("name", Path(source).stem if source else "template"))
         raw = spec.get("features")
         if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
@@ -292,76 +295,6 @@ class Template:
             for off in offsets:
                 features.append(Feature(str(fname), (Part(str(column), transform, int(off)),)))
         return cls(name, tuple(features), str(spec.get("description", "")), source)
-
-
-def load_template(
-    name_or_path: str | os.PathLike[str] | Template | Mapping[str, Any],
-    template_format: str | None = None,
-) -> Template:
-    """A built-in template by name, a template file, or an already parsed one.
-
-    A file is crfopt's TOML/YAML (``template_format="crfsuite"``), a CRF++ template
-    (``"crfpp"``) or a Wapiti pattern file (``"wapiti"``); ``None`` tells them apart by
-    suffix (``.toml``, ``.yaml``, ``.yml``) and content
-    (:func:`crfopt.data.patterns.detect_format`).
-    """
-    from crfopt.data.patterns import PATTERN_FORMATS, TEMPLATE_FORMATS, detect_format
-
-    if template_format is not None and template_format not in TEMPLATE_FORMATS:
-        raise ValueError(
-            f"unknown template format {template_format!r}; valid: {', '.join(TEMPLATE_FORMATS)}"
-        )
-    if isinstance(name_or_path, Template):
-        return name_or_path
-    if isinstance(name_or_path, Mapping):
-        return Template.from_spec(name_or_path)
-    text_name = os.fspath(name_or_path)
-    if text_name in BUILTIN_TEMPLATES:
-        if template_format not in (None, "crfsuite"):
-            raise ValueError(
-                f"{text_name!r} is a built-in crfopt template, not a {template_format} file"
-            )
-        data = (
-            resources.files("crfopt.data")
-            .joinpath("templates", f"{text_name}.toml")
-            .read_text(encoding="utf-8")
-        )
-        return Template.from_spec(_toml_loads(data, text_name), source=f"builtin:{text_name}")
-    path = Path(text_name)
-    if not path.exists():
-        raise ValueError(
-            f"unknown template {text_name!r}: not a built-in ({', '.join(BUILTIN_TEMPLATES)}) "
-            "and no such file"
-        )
-    raw = path.read_text(encoding="utf-8")
-    fmt = template_format
-    if fmt is None:
-        fmt = "crfsuite" if path.suffix in (".toml", ".yaml", ".yml") else detect_format(raw)
-    if fmt in PATTERN_FORMATS:
-        from crfopt.data.patterns import parse_patterns
-
-        return parse_patterns(raw, fmt, source=str(path))
-    if path.suffix in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            spec = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{path}: not valid YAML ({exc})") from None
-    else:
-        spec = _toml_loads(raw, str(path))
-    return Template.from_spec(spec, source=str(path))
-
-
-def _toml_loads(text: str, source: str) -> dict[str, Any]:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{source}: not valid TOML ({exc})") from None
 
 
 @dataclass
@@ -517,6 +450,35 @@ class TemplateEncoder:
         indptr = np.zeros(N + 1, dtype=np.int64)
         np.cumsum(np.bincount(row, minlength=N), out=indptr[1:])
         return lengths, indptr, key - row * A
+
+
+class AttributeEncoder:
+    """Sentences to the columns of a fixed attribute dictionary through any template's
+    :meth:`Template.token_attributes`: the attribute strings of each token looked up in
+    a frozen :class:`~crfopt.data.vocabulary.Vocabulary` (unknown ones dropped), as
+    :func:`featurize` encodes a test split. The path for templates whose attributes are
+    not ``label=value`` names (CRF++/Wapiti pattern files), which :class:`TemplateEncoder`
+    cannot split into per-feature tables.
+    """
+
+    def __init__(self, template: Template, attributes: Sequence[str]) -> None:
+        self.template = template
+        self.vocabulary = Vocabulary(attributes, frozen=True)
+        self.n_attributes = len(attributes)
+
+    def encode(
+        self, sentences: Sequence[Sequence[tuple[str, ...]]], columns: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lengths, indptr, indices) as :meth:`TemplateEncoder.encode` gives them."""
+        col_index = {c: j for j, c in enumerate(columns)}
+        lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
+        indptr: list[int] = [0]
+        indices: list[int] = []
+        for sent in sentences:
+            for names in _token_attributes(sent, self.template, col_index):
+                indices.extend(self.vocabulary.token(names))
+                indptr.append(len(indices))
+        return lengths, np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int64)
 
 
 def _factorize(items: list[Any]) -> tuple[list[Any], np.ndarray]:

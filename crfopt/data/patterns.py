@@ -53,7 +53,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-from crfopt.data.features import Template
+from crfopt.data.features import AttributeEncoder, Template
 from crfopt.data.readers import Corpus, DataFormatError
 
 #: the pattern-file formats; ``crfsuite`` names crfopt's own TOML/YAML templates
@@ -595,6 +595,10 @@ class PatternTemplate(Template):
     ) -> list[list[str]]:
         observers = self._observers
         return [[observe(sent, t) for observe in observers] for t in range(len(sent))]
+
+    def encoder(self, attributes: Sequence[str]) -> AttributeEncoder:
+        # a pattern's attribute is an observation string, not label=value: no tables
+        return AttributeEncoder(self, attributes)
 
     def spec(self) -> dict[str, Any]:
         return {
