@@ -110,13 +110,14 @@ def crfopt_model(problem, kind: str):
 
 def crfsuite_model(problem, kind: str, retrain: bool) -> tuple[Path, dict[str, Any]]:
     """CRFsuite's model of the same kind (file in the user cache) and its training facts."""
-    import performance
+    from crfsuite import crfsuite_train
+    from harness import dist_version, now_utc
 
     from crfopt.data.paths import cache_dir
 
     c1 = C1 if kind == "l1" else 0.0
     c2 = problem.n * problem.lam / 2
-    version = performance._version("python-crfsuite")
+    version = dist_version("python-crfsuite")
     stem = f"tagging-{problem.name}-{problem.fingerprint[:24]}-{kind}"
     path = cache_dir("crfsuite") / f"{stem}.crfsuite"
     info_path = path.with_suffix(".json")
@@ -128,7 +129,7 @@ def crfsuite_model(problem, kind: str, retrain: bool) -> tuple[Path, dict[str, A
     print(f"training CRFsuite ({kind}) on {problem.name}, kept in {path}", flush=True)
     names = crfsuite_names(list(problem.attribute_names))
     with tempfile.TemporaryDirectory() as tmp:
-        log, seconds, cpu = performance.crfsuite_train(
+        log, seconds, cpu = crfsuite_train(
             problem,
             f"{tmp}/m",
             bias=True,
@@ -143,7 +144,7 @@ def crfsuite_model(problem, kind: str, retrain: bool) -> tuple[Path, dict[str, A
         "train_s": seconds,
         "train_cpu_s": cpu,
         "active_features": log.last_iteration.get("active_features"),
-        "measured_at": performance._now(),
+        "measured_at": now_utc(),
     }
     info_path.write_text(json.dumps(info, indent=2), encoding="utf-8")
     return path, {**info, "cached": False}

@@ -455,8 +455,8 @@ def test_help_documents_every_option_and_section(perf, capsys):
         assert re.search(rf"^\* {re.escape(section)}\s", text, re.M), section
     assert "Runtime" in text
     args = perf.parse_args(["--only", "P3", "--problems", "ocr", "ner-nl"])
-    assert perf._problems(args, perf.P3_PROBLEMS) == ["ocr", "ner-nl"]
-    assert perf._problems(args, perf.EPOCH_PROBLEMS) == ["ocr"]
+    assert perf.problems_of(args, perf.P3_PROBLEMS) == ["ocr", "ner-nl"]
+    assert perf.problems_of(args, perf.EPOCH_PROBLEMS) == ["ocr"]
     with pytest.raises(SystemExit):
         perf.parse_args(["--only", "P9"])
 
