@@ -27,7 +27,7 @@ threads (CRFsuite has one):
   items, looks the attributes up *and computes the state scores*, in C). Decoding:
   crfopt's scores and Viterbi; CRFsuite's ``Tagger.tag()`` after ``set`` (Viterbi).
 * ``CRF.predict`` against ``Tagger.tag`` on the same feature dicts (what sklearn-crfsuite
-  does): featurization is crfopt's ``_encode`` / CRFsuite's ``set``.
+  does): featurization is crfopt's ``encode_items`` / CRFsuite's ``set``.
 * ``CRF.predict_marginals`` against sklearn-crfsuite's ``predict_marginals_single``
   (``set`` then ``Tagger.marginal(label, t)`` for every label and token, into dicts).
 
@@ -198,7 +198,8 @@ def speed(model, cs_path: Path, test_path: Path, rounds: int) -> dict[str, Any]:
     import numba
     import pycrfsuite
 
-    from crfopt.apps.estimator import CRF, _encode
+    from crfopt.apps.estimator import CRF
+    from crfopt.apps.items import encode_items
     from crfopt.apps.model import Model, split_labels
     from crfopt.apps.tagging import model_template, read_input, tag_corpus
     from crfopt.data.features import _token_attributes
@@ -271,7 +272,7 @@ def speed(model, cs_path: Path, test_path: Path, rounds: int) -> dict[str, Any]:
     def crfopt_predict() -> tuple[Any, float, float]:
         vocab = dict_model.vocabulary()
         t0 = pc()
-        lengths, indptr, indices, values, _ = _encode(X, vocab)
+        lengths, indptr, indices, values, _ = encode_items(X, vocab)
         t1 = pc()
         ids = dict_model.viterbi(indptr, indices, values, lengths)
         # CRF.predict's result, as sklearn-crfsuite's: an object array of label lists
@@ -281,7 +282,7 @@ def speed(model, cs_path: Path, test_path: Path, rounds: int) -> dict[str, Any]:
     def crfopt_marginals() -> tuple[Any, float, float]:
         vocab = dict_model.vocabulary()
         t0 = pc()
-        lengths, indptr, indices, values, _ = _encode(X, vocab)
+        lengths, indptr, indices, values, _ = encode_items(X, vocab)
         t1 = pc()
         rows = dict_model.node_marginals(indptr, indices, values, lengths).tolist()
         out, pos = [], 0
