@@ -85,23 +85,26 @@ class LBFGS(crfopt.Optimizer):
         import scipy.optimize
 
         try:
-            scipy.optimize.minimize(
-                self._fun,
-                self.problem.zeros(),
-                jac=True,
-                method="L-BFGS-B",
-                callback=self._callback,
-                # No tolerance stops: the runner's budget decides; scipy ends only when its
-                # line search can make no further progress in floating point.
-                options={
-                    "maxcor": self.params["memory"],
-                    "maxls": self.params["max_line_search"],
-                    "maxiter": 10**9,
-                    "maxfun": 10**9,
-                    "ftol": 0.0,
-                    "gtol": 0.0,
-                },
-            )
+            # L-BFGS-B's own vector algebra (dim-sized BLAS calls between evaluations)
+            # on one thread: on two it fought the batch kernels for the cores
+            with crfopt.pieces.one_blas_thread():
+                scipy.optimize.minimize(
+                    self._fun,
+                    self.problem.zeros(),
+                    jac=True,
+                    method="L-BFGS-B",
+                    callback=self._callback,
+                    # No tolerance stops: the runner's budget decides; scipy ends only when its
+                    # line search can make no further progress in floating point.
+                    options={
+                        "maxcor": self.params["memory"],
+                        "maxls": self.params["max_line_search"],
+                        "maxiter": 10**9,
+                        "maxfun": 10**9,
+                        "ftol": 0.0,
+                        "gtol": 0.0,
+                    },
+                )
         except _Cancelled:
             pass
         except BaseException as exc:  # re-raised in the runner's thread

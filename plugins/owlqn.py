@@ -33,15 +33,109 @@ import crfopt
 
 def pseudo_gradient(w: np.ndarray, grad: np.ndarray, sigma: float) -> np.ndarray:
     """◇P(w) of P = f + σ‖·‖₁ from the smooth gradient ``grad`` = ∇f(w) (Andrew & Gao eq. 4)."""
-    if sigma == 0:
-        return grad.copy()
-    right = grad + sigma  # derivative of P to the right of 0
-    left = grad - sigma
-    pg = np.where(w > 0, right, np.where(w < 0, left, 0.0))
-    at_zero = w == 0
-    pg[at_zero & (right < 0)] = right[at_zero & (right < 0)]
-    pg[at_zero & (left > 0)] = left[at_zero & (left > 0)]
-    return pg
+    out = np.empty_like(grad)
+    _pseudo_gradient(np.asarray(w, dtype=float), np.asarray(grad, dtype=float), sigma, out)
+    return out
+
+
+# The vector algebra of an iteration, one loop per step: dozens of dim-sized NumPy and
+# BLAS calls with their temporaries cost as much as a value+gradient pass on a
+# 700-sentence problem (docs/algorithms.md §3.12). fastmath vectorizes the sums.
+@crfopt.jit(fastmath=True)
+def _pseudo_gradient(w, grad, sigma, out):
+    """``out`` = ◇P(w); returns whether any entry is non-zero."""
+    nonzero = False
+    for j in range(w.shape[0]):
+        g = grad[j]
+        if w[j] > 0:
+            v = g + sigma
+        elif w[j] < 0:
+            v = g - sigma
+        elif w[j] == 0 and g + sigma < 0:  # the one-sided derivative that descends
+            v = g + sigma
+        elif w[j] == 0 and g - sigma > 0:
+            v = g - sigma
+        else:
+            v = 0.0
+        out[j] = v
+        nonzero = nonzero or v != 0
+    return nonzero
+
+
+@crfopt.jit(fastmath=True)
+def _two_loop(pg, S, Y, rho, newest, count, alpha, d):
+    """``d`` = −H·◇P by the two-loop recursion over the ``count`` newest pairs of the ring
+    buffers ``S``, ``Y`` (row ``newest`` the newest), H₀ = ⟨s, y⟩/⟨y, y⟩ of the newest."""
+    m = S.shape[0]
+    for j in range(d.shape[0]):
+        d[j] = -pg[j]
+    for t in range(count):
+        k = (newest - t) % m
+        alpha[t] = rho[k] * _dot(S[k], d)
+        _axpy(-alpha[t], Y[k], d)
+    if count:
+        y = Y[newest]
+        h0 = 1.0 / (rho[newest] * _dot(y, y))
+        for j in range(d.shape[0]):
+            d[j] *= h0
+    for t in range(count - 1, -1, -1):
+        k = (newest - t) % m
+        _axpy(alpha[t] - rho[k] * _dot(Y[k], d), S[k], d)
+
+
+@crfopt.jit(fastmath=True, inline=True)
+def _dot(a, b):
+    # on 1-D rows indexed from 0 (not S[k, j], whose index numba wraps around when
+    # negative), so that LLVM vectorizes the loop
+    acc = 0.0
+    for j in range(a.shape[0]):
+        acc += a[j] * b[j]
+    return acc
+
+
+@crfopt.jit(fastmath=True, inline=True)
+def _axpy(c, x, y):
+    """y += c·x."""
+    for j in range(x.shape[0]):
+        y[j] += c * x[j]
+
+
+@crfopt.jit(fastmath=True)
+def _constrain(d, pg):
+    """Zero every coordinate of ``d`` that does not descend along −◇P; returns ‖d‖² after."""
+    norm2 = 0.0
+    for j in range(d.shape[0]):
+        if d[j] * pg[j] >= 0:
+            d[j] = 0.0
+        norm2 += d[j] * d[j]
+    return norm2
+
+
+@crfopt.jit(fastmath=True)
+def _trial_point(w, d, step, pg, project, w_new):
+    """``w_new`` = w + step·d, projected onto the orthant ξ (sign of w, or of −◇P where
+    w = 0) when ``project``; returns ⟨◇P, w_new − w⟩."""
+    slope = 0.0
+    for j in range(w.shape[0]):
+        v = w[j] + step * d[j]
+        if project:
+            xi = w[j] if w[j] != 0 else -pg[j]
+            if v * xi <= 0:  # leave no coordinate on the other side of 0
+                v = 0.0
+        w_new[j] = v
+        slope += pg[j] * (v - w[j])
+    return slope
+
+
+@crfopt.jit(fastmath=True)
+def _store_pair(w_new, w, g_new, g, s, y):
+    """s = w_new − w, y = g_new − g into the ring rows ``s``, ``y``; returns ⟨s, y⟩."""
+    sy = 0.0
+    for j in range(w.shape[0]):
+        s[j] = w_new[j] - w[j]
+        y[j] = g_new[j] - g[j]
+        sy += s[j] * y[j]
+    return sy
 
 
 class OWLQN(crfopt.Optimizer):
@@ -65,49 +159,36 @@ class OWLQN(crfopt.Optimizer):
     cost = crfopt.Cost(oracle_calls=(1, None), per_pass=True)
 
     def setup(self) -> None:
+        dim, m = self.problem.dim, self.params["memory"]
         self._w = self.problem.zeros()
         self._f: float | None = None
         self._g: np.ndarray | None = None
-        self._s: list[np.ndarray] = []
-        self._y: list[np.ndarray] = []
-        self._rho: list[float] = []
+        # the last m pairs (s, y) and 1/⟨s, y⟩ in ring buffers, row _newest the newest
+        self._S = np.zeros((m, dim))
+        self._Y = np.zeros((m, dim))
+        self._rho = np.zeros(m)
+        self._newest, self._pairs = -1, 0
+        self._alpha = np.zeros(m)
+        self._pg = np.empty(dim)
+        self._d = np.empty(dim)
 
     @property
     def w(self) -> np.ndarray:
         return self._w
 
     # ---------------------------------------------------------------- internals
-    def _direction(self, pg: np.ndarray) -> np.ndarray:
-        """−H·◇P by the two-loop recursion (H₀ = ⟨s, y⟩/⟨y, y⟩ of the newest pair)."""
-        q = -pg
-        alphas = []
-        for s, y, rho in zip(reversed(self._s), reversed(self._y), reversed(self._rho)):
-            a = rho * float(s @ q)
-            alphas.append(a)
-            q -= a * y
-        if self._s:
-            y = self._y[-1]
-            q *= 1.0 / (self._rho[-1] * float(y @ y))
-        for (s, y, rho), a in zip(zip(self._s, self._y, self._rho), reversed(alphas)):
-            b = rho * float(y @ q)
-            q += (a - b) * s
-        return q
-
     def _line_search(
         self, d: np.ndarray, pg: np.ndarray, step: float
     ) -> tuple[np.ndarray, float, np.ndarray] | None:
         """The first projected trial point with sufficient decrease, or None."""
         p, w, f = self.problem, self._w, self._f
-        sigma = p.l1
-        # the orthant searched: w's signs, and −◇P's where w = 0
-        xi = np.where(w != 0, np.sign(w), np.sign(-pg)) if sigma else None
+        project = p.l1 > 0
         c = self.params["armijo"]
         for _ in range(self.params["max_line_search"]):
-            w_new = w + step * d
-            if xi is not None:
-                w_new[w_new * xi <= 0] = 0.0  # leave no coordinate on the other side of 0
+            w_new = np.empty_like(w)
+            slope = _trial_point(w, d, step, pg, project, w_new)
             f_new, g_new = p.value_and_gradient(w_new)  # n oracle calls
-            if np.isfinite(f_new) and f_new <= f + c * float(pg @ (w_new - w)):
+            if np.isfinite(f_new) and f_new <= f + c * slope:
                 return w_new, f_new, g_new
             step *= 0.5
         return None
@@ -117,21 +198,22 @@ class OWLQN(crfopt.Optimizer):
         p = self.problem
         if self._g is None:  # the first iteration also pays for P(0), ∇f(0)
             self._f, self._g = p.value_and_gradient(self._w)
-        pg = pseudo_gradient(self._w, self._g, p.l1)
-        if not np.any(pg):
+        pg, d = self._pg, self._d
+        if not _pseudo_gradient(self._w, self._g, p.l1, pg):
             self.converged = True
             return False
         for fresh in (False, True):
             if fresh:  # the quasi-Newton model failed: steepest descent from no memory
-                if not self._s:
+                if not self._pairs:
                     break
-                self._s, self._y, self._rho = [], [], []
-            d = self._direction(pg)
-            if p.l1:
-                d[d * pg >= 0] = 0.0  # keep only coordinates that descend along −◇P
-            if not np.any(d):
-                d = -pg
-            step = 1.0 if self._s else 1.0 / float(np.linalg.norm(d))
+                self._pairs = 0
+            _two_loop(pg, self._S, self._Y, self._rho, self._newest, self._pairs, self._alpha, d)
+            # keep only coordinates that descend along −◇P
+            norm2 = _constrain(d, pg) if p.l1 else float(d @ d)
+            if norm2 == 0:
+                np.negative(pg, out=d)
+                norm2 = float(pg @ pg)
+            step = 1.0 if self._pairs else 1.0 / np.sqrt(norm2)
             found = self._line_search(d, pg, step)
             if found is not None:
                 break
@@ -141,14 +223,14 @@ class OWLQN(crfopt.Optimizer):
             self.converged = True
             return False
         w_new, f_new, g_new = found
-        s, y = w_new - self._w, g_new - self._g
-        sy = float(s @ y)
+        k = (self._newest + 1) % self.params["memory"]
+        sy = _store_pair(w_new, self._w, g_new, self._g, self._S[k], self._Y[k])
         if sy > 0:  # f is λ-strongly convex, so only a zero step leaves this false
-            self._s.append(s)
-            self._y.append(y)
-            self._rho.append(1.0 / sy)
-            if len(self._s) > self.params["memory"]:
-                del self._s[0], self._y[0], self._rho[0]
+            self._rho[k] = 1.0 / sy
+            self._newest = k
+            self._pairs = min(self._pairs + 1, self.params["memory"])
+        elif self._pairs == self.params["memory"]:
+            self._pairs -= 1  # row k held the oldest pair, now overwritten: forget it
         self._w, self._f, self._g = w_new, f_new, g_new
         self.count(updates=1)
         return True
@@ -156,10 +238,13 @@ class OWLQN(crfopt.Optimizer):
     # ---------------------------------------------------------------- contract
     def run_block(self, k: int) -> int:
         done = 0
-        while done < k and not self.converged:
-            if not self._iterate():
-                break
-            done += 1
+        # d·pg, ‖d‖ and the ℓ1 term of P are BLAS and NumPy calls on dim-sized vectors:
+        # on two threads they fought the batch kernels for the cores
+        with crfopt.pieces.one_blas_thread():
+            while done < k and not self.converged:
+                if not self._iterate():
+                    break
+                done += 1
         return done
 
 

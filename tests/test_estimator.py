@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
 import crfopt
-from crfopt.apps.estimator import NotFittedError, item_attributes
+from crfopt.apps.estimator import NotFittedError
+from crfopt.apps.items import item_attributes
 from crfopt.apps.model import Model, ModelFormatError
 from crfopt.bench.evaluator import Evaluator
 
@@ -84,6 +88,57 @@ def test_item_conventions_match_python_crfsuite():
     assert [dict(item_attributes(item)) for item in _ITEMS] == expected
 
 
+#: python-crfsuite's other value types (issue 51): bytes keys, values and attribute strings
+#: (UTF-8), numpy scalars, Decimal, Fraction, numpy booleans.
+_MORE_ITEMS = [
+    {
+        b"k": 1,
+        "солнце": "не светит".encode(),
+        "n": {b"x": b"y", "z": np.float32(0.25)},
+        "d": Decimal("1.5"),
+        "f": Fraction(1, 4),
+        "t": np.bool_(True),
+        "u": np.bool_(False),
+        "i": np.int64(3),
+        "l": [b"a", "b"],
+    },
+    [b"p", "q"],
+    {},
+]
+
+
+def test_more_value_types_match_python_crfsuite():
+    got = [dict(item_attributes(item)) for item in _MORE_ITEMS]
+    assert got == [
+        {
+            "k": 1.0,
+            "солнце:не светит": 1.0,
+            "n:x:y": 1.0,
+            "n:z": 0.25,
+            "d": 1.5,
+            "f": 0.25,
+            "t": 1.0,
+            "u": 0.0,
+            "i": 3.0,
+            "l:a": 1.0,
+            "l:b": 1.0,
+        },
+        {"p": 1.0, "q": 1.0},
+        {},
+    ]
+    pycrfsuite = pytest.importorskip("pycrfsuite")
+    assert got == pycrfsuite.ItemSequence(_MORE_ITEMS).items()
+    with pytest.raises(ValueError, match=r"feature 'k': b'\\xe9' is not UTF-8 text"):
+        list(item_attributes({"k": "é".encode("latin-1")}))
+    for value in (1 + 2j, None):
+        with pytest.raises(TypeError, match="unsupported value type"):
+            list(item_attributes({"k": value}))
+    # the fast path of the estimator (flat dicts) names them the same way
+    X = [[_MORE_ITEMS[0], {"солнце": "не светит", "t": True}], [{"k": b"v"}, {"k": "v"}]]
+    crf = crfopt.CRF(max_passes=2).fit(X, [["A", "B"], ["A", "A"]])
+    assert crf.attributes_ == [*got[0], "k:v"]
+
+
 @pytest.mark.parametrize("optimizer", ["sdca-gap", "lbfgs"])
 def test_fit_predict(optimizer):
     X, y = _toy_corpus()
@@ -101,7 +156,7 @@ def test_save_load_roundtrip(tmp_path):
     path = tmp_path / "toy.crfopt"
     crf.save(path)
     again = crfopt.CRF.load(path)
-    assert again.predict(X) == crf.predict(X)
+    assert again.predict(X).tolist() == crf.predict(X).tolist()
     m = Model.load(path)
     np.testing.assert_array_equal(m.emission, crf.model_.emission)
     assert "Café" not in m.attributes and "word.lower():café" in m.attributes  # UTF-8 kept
@@ -267,7 +322,7 @@ try:
 except NotFittedError as exc:
     assert isinstance(exc, ValueError) and isinstance(exc, AttributeError)
 X = [[{"w": "a"}, {"w": "b"}], [{"w": "b"}]]
-assert crf.fit(X, [[1, 2], [2]]).predict(X) == [[1, 2], [2]]
+assert crf.fit(X, [[1, 2], [2]]).predict(X).tolist() == [[1, 2], [2]]
 print("ok")
 """
     env = {**os.environ, "CRFOPT_DISABLE_JIT": "1"}  # the NumPy kernels: no compile

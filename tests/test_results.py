@@ -184,7 +184,8 @@ def test_jit_switch_is_read_once_and_everywhere_alike(tmp_path, value, jit):
     enabled, kernel_module, prov, key = json.loads(out.stdout.strip().splitlines()[-1])
     assert enabled is jit and prov is jit and key is jit
     # the kernels actually served follow the same switch
-    assert kernel_module.endswith("_numba" if jit else "_numpy"), kernel_module
+    # the compiled twin is a package (its oracles live in crfopt.kernels._numba.oracles)
+    assert ("._numba" if jit else "._numpy") in kernel_module, kernel_module
 
 
 def test_jit_switch_refuses_what_it_does_not_understand():

@@ -245,7 +245,8 @@ def test_a_plugin_that_resets_its_counters_fails_instead_of_hanging():
 
 
 class _NeverCounts(crfopt.Optimizer):
-    """Steps that do nothing and report nothing: its counters never advance."""
+    """Steps that do nothing and report nothing: only the iterations the contract counts
+    for it advance, no work."""
 
     def setup(self):
         self._w = self.problem.zeros()
@@ -258,13 +259,24 @@ class _NeverCounts(crfopt.Optimizer):
         pass
 
 
-@pytest.mark.parametrize("budget", [Budget(passes=2), Budget(passes=None, iterations=10)])
-def test_a_plugin_that_never_counts_fails_instead_of_hanging(budget):
+def test_a_plugin_that_never_counts_fails_instead_of_hanging():
+    """A budget in passes is never reached by steps that call no oracle: the run fails
+    after 50 blocks in a row that advanced no counter the budget ends on."""
     spec = crfopt.OptimizerSpec("never-counts", _NeverCounts, {}, summary="", reference="")
-    res = _within(120, lambda: run(_problem(), spec, budget=budget))
+    res = _within(120, lambda: run(_problem(), spec, budget=Budget(passes=2)))
     assert res.status == "failed"
     assert "made no progress: 50 blocks in a row" in res.meta["error_summary"]
-    assert res.trace["iterations"].iloc[-1] == 0
+    assert res.trace["effective_passes"].iloc[-1] == 0
+
+
+def test_steps_that_do_no_work_still_count_as_iterations():
+    """The contract counts an iteration per step() (and per iteration run_block returns)
+    for the plugin, so an iteration budget ends such a run, with no work done."""
+    spec = crfopt.OptimizerSpec("never-counts", _NeverCounts, {}, summary="", reference="")
+    res = _within(120, lambda: run(_problem(), spec, budget=Budget(passes=None, iterations=10)))
+    assert res.status == "budget"
+    assert res.trace["iterations"].iloc[-1] == 10
+    assert res.trace["oracle_calls"].iloc[-1] == 0
 
 
 def test_check_optimizer_does_not_hang_on_a_counter_reset():

@@ -275,3 +275,38 @@ def test_an_iteration_budget_alone_with_no_checkpoint_left(problem):
     res = run(problem, "lbfgs", budget=Budget(passes=None, iterations=7), checkpoints=[0.0])
     assert res.status == "budget", res.meta.get("error")
     assert int(res.trace["iterations"].iloc[-1]) == 7
+
+
+def test_evaluation_reuses_only_the_pass_at_the_same_weights(problem, monkeypatch):
+    """The evaluator takes P(w), ∇f(w) from the problem's last counted pass only when it
+    was at exactly this w with this λ and σ: the same numbers as computing them afresh,
+    and a counted pass always computes (issue 51)."""
+    from crfopt.bench.evaluator import Evaluator
+    from crfopt.core import duality
+
+    run_copy = problem.for_run()  # what an optimizer is handed: shares the data
+    rng = np.random.default_rng(0)
+    w = rng.normal(scale=0.1, size=problem.dim)
+    value, grad = run_copy.value_and_gradient(w)
+    calls = []
+    real = duality._impl.batch_value_grad
+    monkeypatch.setattr(duality._impl, "batch_value_grad", lambda *a: calls.append(1) or real(*a))
+    ev = Evaluator(problem)
+    assert ev.value_and_gradient(w)[0] == value and calls == []  # reused
+    np.testing.assert_array_equal(ev.gradient(w), grad)
+    assert ev.primal_and_gap(w) == (value, duality.gap_from_gradient(problem, w, grad))
+    fresh = duality.objective(problem, w, gradient=True)  # computed: the same numbers
+    assert calls == [1] and fresh[0] == value and np.array_equal(fresh[1], grad)
+    ev.gradient(w)[:] = 0.0  # a caller scribbling on its copy changes nothing
+    np.testing.assert_array_equal(ev.gradient(w), grad)
+    for other, at in (
+        (problem, w + 1e-12),  # another w
+        (problem.with_regularization(lam=2 * problem.lam), w),  # another λ, same data
+        (problem.with_regularization(l1=1e-3), w),  # another σ
+    ):
+        calls.clear()
+        Evaluator(other).primal(at)
+        assert calls == [1]
+    calls.clear()
+    run_copy.value_and_gradient(w)  # counted: computes although the entry matches
+    assert calls == [1] and run_copy.counters.oracle_calls == 2 * problem.n

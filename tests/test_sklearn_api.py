@@ -99,7 +99,7 @@ def test_randomized_search_over_c2_in_two_processes():
     assert search.best_estimator_.model_.training["lam"] == pytest.approx(
         2 * search.best_params_["c2"] / len(X)
     )
-    assert search.predict(X[:3]) == y[:3]
+    assert search.predict(X[:3]).tolist() == y[:3]
 
 
 def test_grid_search_and_pipeline():
@@ -110,7 +110,7 @@ def test_grid_search_and_pipeline():
     pipe = Pipeline([("crf", crfopt.CRF(**FAST))]).set_params(crf__c2=0.2)
     pipe.fit(X, y)
     assert pipe.named_steps["crf"].model_.training["lam"] == pytest.approx(0.4 / len(X))
-    assert pipe.predict(X[:2]) == y[:2]
+    assert pipe.predict(X[:2]).tolist() == y[:2]
 
 
 def test_clone_of_fitted_is_unfitted():
@@ -119,7 +119,7 @@ def test_clone_of_fitted_is_unfitted():
     check_is_fitted(crf)
     # joblib (n_jobs) and users pickle fitted estimators: the copy predicts the same
     copy = pickle.loads(pickle.dumps(crf))
-    assert copy.predict(X) == crf.predict(X)
+    assert copy.predict(X).tolist() == crf.predict(X).tolist()
     assert copy.training_log_.last_iteration == crf.training_log_.last_iteration
     again = clone(crf)
     assert again.get_params() == crf.get_params()
@@ -137,7 +137,7 @@ def _brute_force_marginals(crf, sent):
     weight blocks (docs/algorithms.md §1: emission W_E, bias W_B = (count, first,
     last), transition W_T[y_t, y_{t+1}]).
     """
-    from crfopt.apps.estimator import item_attributes
+    from crfopt.apps.items import item_attributes
 
     m = crf.model_
     col = {a: j for j, a in enumerate(m.attributes)}
@@ -243,7 +243,7 @@ def test_feature_counters_keyed_like_sklearn_crfsuite():
     X, y = _corpus(n=30, int_labels=True)
     crf = crfopt.CRF(max_passes=10).fit(X, y)
     assert crf.classes_ == [10, 20, 30]  # integer labels stay integers
-    assert crf.predict(X[:5]) == y[:5]
+    assert crf.predict(X[:5]).tolist() == y[:5]
     sf, tf = crf.state_features_, crf.transition_features_
     assert isinstance(sf, Counter) and isinstance(tf, Counter)
     m = crf.model_
@@ -258,14 +258,14 @@ def test_feature_counters_keyed_like_sklearn_crfsuite():
     # the string names and the integer labels survive save/load
     path = crf.model_.save(__import__("tempfile").mkdtemp() + "/m.crfopt")
     again = crfopt.CRF.load(path)
-    assert again.classes_ == [10, 20, 30] and again.predict(X[:5]) == y[:5]
+    assert again.classes_ == [10, 20, 30] and again.predict(X[:5]).tolist() == y[:5]
 
 
 def test_generators_dev_set_and_log(capsys):
     X, y = _corpus(n=30)
     crf = crfopt.CRF(max_passes=3, target_gap=None)
     crf.fit((iter(s) for s in X), (iter(s) for s in y))
-    assert crf.predict(iter(X[:3])) == crf.predict(X[:3])
+    assert crf.predict(iter(X[:3])).tolist() == crf.predict(X[:3]).tolist()
     # monitoring off by default: evaluated at the start and the end only, no dev scores
     assert list(crf.training_log_["effective_passes"]) == [0.0, 3.0]
     assert crf.training_log_.last_iteration["scores"] == {}
@@ -322,10 +322,101 @@ def test_sequence_versions_of_the_data_checks():
     assert crf.get_params() == before
     first = crf.predict_marginals(X)
     crf.fit(X, y)
-    assert crf.predict_marginals(X) == first
+    assert crf.predict_marginals(X).tolist() == first.tolist()
     tags = crf.__sklearn_tags__()
     assert not tags.input_tags.two_d_array and tags.input_tags.dict
     results = estimator_checks.check_estimator(crf, on_fail=None, on_skip=None)
     assert [(r["check_name"], r["status"]) for r in results] == [
         ("check_estimator_cloneable", "passed")
     ]
+
+
+# ------------------------------------------------------------------ sklearn-crfsuite's conventions
+# (issue 51; tests/test_sklearn_crfsuite_suite.py runs sklearn-crfsuite's own tests too)
+FITTED = (
+    "classes_",
+    "attributes_",
+    "model_",
+    "training_log_",
+    "size_",
+    "num_attributes_",
+    "state_features_",
+    "transition_features_",
+)
+
+
+def test_unfitted_attributes_are_none_and_tagger_is_refused():
+    crf = crfopt.CRF()
+    assert {name: getattr(crf, name) for name in FITTED} == dict.fromkeys(FITTED)
+    with pytest.raises(AttributeError, match=r"tagger_ is python-crfsuite's Tagger.*predict"):
+        crf.tagger_  # noqa: B018
+    assert not hasattr(crf, "tagger_")
+    with pytest.raises(NotFittedError):  # the class-level Nones do not make it look fitted
+        check_is_fitted(crf)
+    X, y = _corpus(n=20)
+    crf.fit(X, y)
+    assert all(getattr(crf, name) is not None for name in FITTED)
+    assert not hasattr(crf, "tagger_")
+    with pytest.raises(TypeError, match="model_filename"):
+        crfopt.CRF(model_filename="m.crfsuite")
+
+
+def test_positional_algorithm_and_what_predict_returns():
+    X, y = _corpus(n=30)
+    crf = crfopt.CRF("lbfgs", max_iterations=20)
+    assert crf.get_params()["algorithm"] == "lbfgs" and crf.optimizer is None
+    assert crf.fit(X, y).model_.training["optimizer"] == "lbfgs"
+    for sentences in (X[:6], [s for s in X if len(s) == 3][:4]):  # ragged, then one length
+        # sklearn-crfsuite builds np.array(list of per-sentence results, dtype=object)
+        want = np.array([crf.predict_single(s) for s in sentences], dtype=object)
+        got = crf.predict(sentences)
+        assert got.dtype == object and got.shape == want.shape and (got == want).all()
+        margs = crf.predict_marginals(sentences)
+        want = np.array([crf.predict_marginals_single(s) for s in sentences], dtype=object)
+        assert margs.dtype == object and margs.shape == want.shape and (margs == want).all()
+    assert len({len(s) for s in X[:6]}) > 1 and crf.predict(X[:6]).ndim == 1
+    assert crf.predict([]).shape == (0,)
+    assert isinstance(crf.predict_single(X[0]), list)
+    with pytest.raises(ValueError, match=r"algorithm='sdca-gap' .* chosen with optimizer="):
+        crfopt.CRF("sdca-gap").fit(X, y)
+
+
+def test_classes_in_order_of_first_appearance():
+    X = [[{"w": "x"}, {"w": "y"}], [{"w": "z"}, {"w": "x"}], [{"w": "y"}]]
+    y = [["B-PER", "O"], ["A", "B-PER"], ["O"]]
+    crf = crfopt.CRF(max_passes=5).fit(X, y)
+    assert crf.classes_ == ["B-PER", "O", "A"]
+    assert list(crf.predict_marginals_single(X[0])[0]) == crf.classes_
+    sklearn_crfsuite = pytest.importorskip("sklearn_crfsuite")  # the bench extra
+    X, y = _corpus(n=30, seed=3)
+    cs = sklearn_crfsuite.CRF(max_iterations=5).fit(X, y)
+    assert crfopt.CRF(max_passes=5).fit(X, y).classes_ == cs.classes_
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"algorithm": "lbfgs"}, {"c1": 0.1}, {"algorithm": "l2sgd"}, {"verbose": True}]
+)
+def test_a_single_label(params):
+    """One label: every labeling is the truth, P(w) = λ/2‖w‖² + σ‖w‖₁, so w = 0 is optimal
+    with a zero gap and the relative target stops training at once."""
+    X, _ = _corpus(n=12)
+    y = [["O"] * len(s) for s in X]
+    crf = crfopt.CRF(**params).fit(X, y)
+    assert crf.classes_ == ["O"]
+    assert crf.predict(X).tolist() == y and crf.score(X, y) == 1.0
+    assert crf.training_log_["status"].iloc[-1] == "converged"
+    assert not np.any(crf.model_.emission) and not np.any(crf.model_.transition)
+    assert crf.predict_marginals_single(X[0]) == [{"O": 1.0}] * len(X[0])
+
+
+def test_a_label_never_seen_in_training():
+    X, y = _corpus(n=30)
+    crf = crfopt.CRF(max_passes=10).fit(X, y)
+    assert crf.score(X, y) == 1.0
+    y_new = [list(s) for s in y]
+    y_new[0][0] = "UNSEEN"  # never predicted, so always counted wrong
+    assert crf.score(X, y_new) == pytest.approx(1 - 1 / sum(map(len, y)))
+    assert "UNSEEN" not in crf.predict_marginals_single(X[0])[0]
+    # a dev set may have it too (its error counts it wrong; tested with the dev log above)
+    crf.fit(X, y, X_dev=X[:3], y_dev=y_new[:3])
+    assert set(crf.classes_) == {"CAP", "LOW", "NUM"}  # not a class of the model

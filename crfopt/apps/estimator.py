@@ -7,17 +7,12 @@ Users of sklearn-crfsuite switch with one line::
 
     crf = CRF(algorithm="lbfgs", c2=0.1, max_iterations=100, all_possible_transitions=True)
     crf.fit(X_train, y_train)          # X: list of sentences, each a list of feature dicts
-    y_pred = crf.predict(X_test)       # list of lists of labels
+    y_pred = crf.predict(X_test)       # np.array(..., dtype=object) of label lists
 
 The mapping of sklearn-crfsuite's arguments is in docs/api/estimator.md.
 
-Feature dicts follow python-crfsuite's ``ItemSequence`` rules exactly (the attribute
-names are the same, so ``state_features_`` keys match sklearn-crfsuite's):
-``{"k": 1.5}`` is attribute ``k`` with value 1.5; ``{"k": True}`` is ``k`` with value 1
-and ``{"k": False}`` is ``k`` with value 0 (the attribute exists, it weighs nothing);
-``{"k": "v"}`` is attribute ``k:v`` with value 1; ``{"k": {"a": ...}}`` nests with the
-prefix ``k:`` (so ``{"k": {"a": "v"}}`` is ``k:a:v``); ``{"k": ["a", "b"]}`` gives ``k:a``
-and ``k:b``; a token may also be a list of attribute strings or one string.
+Tokens are python-crfsuite items (feature dicts, attribute lists or strings), named
+and valued by its rules: crfopt/apps/items.py.
 """
 
 from __future__ import annotations
@@ -29,16 +24,17 @@ import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import chain
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from crfopt.apps.model import Model
+from crfopt.apps.items import as_sentences, encode_items
+from crfopt.apps.model import Model, split_labels
 from crfopt.core.problem import CRFProblem
 from crfopt.data.vocabulary import Vocabulary
 from crfopt.kernels.arrays import Sequences
+from crfopt.kernels.threads import one_blas_thread
 
 try:  # scikit-learn is optional (extra "sklearn"): without it CRF keeps its own protocol
     from sklearn.base import BaseEstimator as _Base
@@ -82,183 +78,6 @@ UNSUPPORTED_ALGORITHMS = ("ap", "pa", "arow")
 #: checked: each check costs about one pass, so checking every 5 passes keeps it near
 #: a fifth of the work while the stop comes at most 5 passes after the target is met.
 UNMONITORED_EVERY = 5.0
-
-
-def item_attributes(item: Any, prefix: str = "") -> Iterable[tuple[str, float]]:
-    """(attribute, value) pairs of one token, named exactly as python-crfsuite names them.
-
-    python-crfsuite's ``ItemSequence``: a string value ``{"k": "v"}`` is ``k:v`` with
-    value 1, a nested dict prefixes ``k:``, a list of strings gives ``k:s`` for each,
-    bools are 1/0 and numbers their value (zero included: the attribute exists).
-    """
-    if isinstance(item, Mapping):
-        for key, value in item.items():
-            if not isinstance(key, str):
-                raise TypeError(f"feature keys must be strings, got {key!r} ({type(key).__name__})")
-            name = f"{prefix}{key}"
-            if isinstance(value, bool):
-                yield name, 1.0 if value else 0.0
-            elif isinstance(value, (int, float, np.integer, np.floating)):
-                v = float(value)
-                if not math.isfinite(v):
-                    raise ValueError(f"feature {name!r} has a non-finite value {value!r}")
-                yield name, v
-            elif isinstance(value, str):
-                yield f"{name}:{value}", 1.0
-            elif isinstance(value, Mapping):
-                yield from item_attributes(value, prefix=f"{name}:")
-            elif isinstance(value, (list, tuple, set, frozenset)):
-                for v in value:
-                    if not isinstance(v, str):
-                        raise TypeError(
-                            f"feature {name!r}: list entries must be strings, got "
-                            f"{type(v).__name__}"
-                        )
-                    yield f"{name}:{v}", 1.0
-            else:
-                raise TypeError(
-                    f"feature {name!r}: unsupported value type {type(value).__name__} "
-                    "(use str, bool, a number, a dict or a list of str)"
-                )
-    elif isinstance(item, (list, tuple, set, frozenset)):
-        for v in item:
-            if not isinstance(v, str):
-                raise TypeError("a token given as a list must list attribute strings")
-            yield f"{prefix}{v}", 1.0
-    elif isinstance(item, str):
-        yield f"{prefix}{item}", 1.0
-    else:
-        raise TypeError(
-            f"unsupported token type {type(item).__name__} (a dict of features, a list of "
-            "attribute strings or a string)"
-        )
-
-
-def _sentences(X: Iterable[Iterable[Any]], what: str = "X") -> list[list[Any]]:
-    """``X`` as a list of lists: generators (of generators) are read once, here."""
-    if isinstance(X, (str, bytes, Mapping)):
-        raise TypeError(f"{what} must be a sequence of sequences, got a {type(X).__name__}")
-    return [list(s) for s in X]
-
-
-class _NotFlat(Exception):
-    """A token outside the fast path: not a dict, or a value naming several attributes."""
-
-
-#: Value types of the fast path: those :func:`item_attributes` names as one attribute.
-_FLAT_VALUE_TYPES = (str, int, float, np.integer, np.floating)
-
-
-class _Pairs(dict):
-    """(key, value) of flat feature dicts → entry number, each distinct pair named once.
-
-    A corpus repeats the same few hundred thousand (key, value) pairs millions of times
-    (the same word, suffix or flag), so the pair is looked up in C and only a new pair
-    pays for a Python call: :func:`item_attributes` names and validates it, so the
-    names and errors are exactly the general path's.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-        self.values: list[float] = []
-
-    def __missing__(self, pair: tuple[Any, Any]) -> int:
-        key, value = pair
-        if type(key) is str and type(value) is str:  # most new pairs: skip the generator
-            attrs = [(f"{key}:{value}", 1.0)]
-        else:
-            attrs = list(item_attributes({key: value}))
-        if len(attrs) != 1:  # a tuple/set value names 0 or several attributes
-            raise _NotFlat
-        e = self[pair] = len(self.names)
-        self.names.append(attrs[0][0])
-        self.values.append(attrs[0][1])
-        return e
-
-
-def _flat_entries(
-    tokens: list[Any], pairs: _Pairs
-) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
-    """Fast path: every token a dict of str, bool or number values.
-
-    Returns the per-occurrence entry numbers, the entries' names and values, and the
-    per-token occurrence counts; raises :class:`_NotFlat` when a token needs the
-    general path (nested dicts, list values, non-dict tokens, a value type
-    :func:`item_attributes` refuses).
-    """
-    # dict.items on a non-dict token and hashing a list/dict value both raise TypeError
-    try:
-        per_token = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
-        total = int(per_token.sum())
-        entries = np.fromiter(
-            map(pairs.__getitem__, chain.from_iterable(map(dict.items, tokens))),
-            dtype=np.int64,
-            count=total,
-        )
-        # Values equal to a seen pair's (1 == 1.0 == True) share its entry whatever their
-        # type: one pass over the value types sends numpy.bool_, Decimal, complex… to the
-        # general path, so a value is accepted or refused by its type alone.
-        types = set(map(type, chain.from_iterable(map(dict.values, tokens))))
-    except TypeError:
-        raise _NotFlat from None
-    if not all(issubclass(t, _FLAT_VALUE_TYPES) for t in types):
-        raise _NotFlat
-    return entries, pairs.names, np.asarray(pairs.values, dtype=np.float64), per_token
-
-
-def _general_entries(tokens: list[Any]) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
-    """Any token python-crfsuite accepts, one :func:`item_attributes` call per token."""
-    names: list[str] = []
-    values: list[float] = []
-    per_token = np.empty(len(tokens), dtype=np.int64)
-    for t, item in enumerate(tokens):
-        before = len(names)
-        for name, value in item_attributes(item):
-            names.append(name)
-            values.append(value)
-        per_token[t] = len(names) - before
-    return np.arange(len(names)), names, np.asarray(values, dtype=np.float64), per_token
-
-
-def _encode(
-    X: Sequence[Sequence[Any]], vocab: Vocabulary
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """CSR over tokens with the attribute values: (lengths, indptr, indices, values, dropped).
-
-    An open ``vocab`` (fit) grows with new attributes in first-seen order and counts
-    every occurrence; a frozen one (predict) drops unknown attributes, returned as the
-    count of dropped occurrences. A zero value registers its attribute (as in CRFsuite)
-    but stores no entry: it adds nothing. Each token's columns come sorted (the kernel
-    data's canonical order, so building the problem skips its own sort); an attribute
-    named twice in one token keeps both entries, which the problem sums.
-    """
-    lengths = np.fromiter(map(len, X), dtype=np.int64, count=len(X))
-    if len(lengths) and lengths.min() == 0:
-        i = int(np.argmin(lengths))
-        raise ValueError(f"sentence {i} is empty: every sequence needs at least one token")
-    tokens = list(chain.from_iterable(X))
-    dropped_before = vocab.dropped
-    try:
-        entries, names, entry_values, per_token = _flat_entries(tokens, _Pairs())
-    except _NotFlat:
-        entries, names, entry_values, per_token = _general_entries(tokens)
-    # each distinct entry is looked up once, standing for all its occurrences
-    occurrences = np.bincount(entries, minlength=len(names))
-    columns = vocab.lookup_many(names, occurrences)
-    ids, values = columns[entries], entry_values[entries]
-    row = np.repeat(np.arange(len(tokens), dtype=np.int64), per_token)
-    keep = (ids >= 0) & (values != 0.0)
-    row, ids, values = row[keep], ids[keep], values[keep]
-    if len(ids) > 1:
-        # sort within tokens: (row, column) as one int64 key, stable for duplicates
-        key = row * max(len(vocab), 1) + ids
-        if np.any(key[1:] < key[:-1]):
-            order = np.argsort(key, kind="stable")
-            ids, values = ids[order], values[order]
-    indptr = np.zeros(len(tokens) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row, minlength=len(tokens)), out=indptr[1:])
-    return lengths, indptr, ids, values, vocab.dropped - dropped_before
 
 
 class TrainingLog(pd.DataFrame):
@@ -322,13 +141,15 @@ class CRF(_Base):
 
     Parameters
     ----------
+    algorithm : {"lbfgs", "l2sgd"}, optional
+        sklearn-crfsuite's name, and as there the one positional parameter:
+        ``"lbfgs"`` → ``lbfgs`` (``owlqn`` when c1 > 0, as CRFsuite switches to OWL-QN),
+        ``"l2sgd"`` → ``sg``; ``"ap"``, ``"pa"``, ``"arow"`` are refused (no objective to
+        optimize).
     optimizer : str, optional
         A registered crfopt variant (``"sdca-gap"``, ``"lbfgs"``, ``"sag-nus-star"``…).
-        Default: the one ``algorithm`` maps to, else ``"sdca-gap"``.
-    algorithm : {"lbfgs", "l2sgd"}, optional
-        sklearn-crfsuite's name: ``"lbfgs"`` → ``lbfgs`` (``owlqn`` when c1 > 0, as
-        CRFsuite switches to OWL-QN), ``"l2sgd"`` → ``sg``;
-        ``"ap"``, ``"pa"``, ``"arow"`` are refused (no objective to optimize).
+        Default: the one ``algorithm`` maps to, else ``"sdca-gap"`` (``"owlqn"`` when
+        c1 > 0).
     c1 : float, optional
         CRFsuite's ℓ1 coefficient, σ = c1/n (CRFsuite minimizes Σℓᵢ + c1‖w‖₁ + c2‖w‖²;
         every weight is penalized, transitions and bias included). With c1 > 0 the
@@ -366,11 +187,20 @@ class CRF(_Base):
         (no metrics; the gap checked every 5 passes when a target is set, else only at
         the start and the end), or the runner's ``"default"`` schedule with every metric
         when ``verbose`` or ``X_dev`` turns monitoring on.
+    template : str or path, optional
+        A CRF++ template or Wapiti pattern file (docs/patterns.md). Each token of ``X``
+        is then the sequence of its column strings, as in the tool's data file without
+        the label (``("Confidence", "NN")``), and the file's patterns make its
+        attributes. The bias block is still ``bias``'s: give ``bias=False`` for exactly
+        the tool's feature map.
 
     Attributes
     ----------
+    Each is ``None`` before :meth:`fit`, as in sklearn-crfsuite.
+
     classes_ : list
-        The labels as given in ``y`` (integers stay integers).
+        The labels as given in ``y``, in order of first appearance (CRFsuite's order;
+        integers stay integers).
     attributes_ : list of str
     model_ : crfopt.Model
     training_log_ : TrainingLog
@@ -381,6 +211,11 @@ class CRF(_Base):
     num_attributes_, size_ : int
         Number of attributes; bytes of the saved model file.
 
+    ``tagger_`` (python-crfsuite's ``Tagger``) does not exist: reading it raises an
+    ``AttributeError`` saying what to use instead. sklearn-crfsuite's arguments that
+    configure CRFsuite itself (``model_filename``, ``min_freq``, ``period``…) are not
+    arguments here (docs/api/estimator.md gives the reason for each).
+
     Notes
     -----
     scikit-learn's ``check_estimator`` checks that feed 2-D numeric arrays (fit/predict
@@ -390,11 +225,17 @@ class CRF(_Base):
     protocol itself pass (tests/test_sklearn_api.py lists both sets).
     """
 
+    #: fitted state (instance attributes once fitted; None before, as sklearn-crfsuite's)
+    classes_: list[Any] | None = None
+    attributes_: list[str] | None = None
+    model_: Model | None = None
+    training_log_: TrainingLog | None = None
+
     def __init__(
         self,
-        optimizer: str | None = None,
-        *,
         algorithm: str | None = None,
+        *,
+        optimizer: str | None = None,
         c1: float | None = None,
         c2: float | None = None,
         max_iterations: int | None = None,
@@ -410,9 +251,10 @@ class CRF(_Base):
         optimizer_params: Mapping[str, Any] | None = None,
         plugin_dirs: Sequence[str] = (),
         checkpoints: str | Sequence[float] | None = None,
+        template: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.optimizer = optimizer
         self.algorithm = algorithm
+        self.optimizer = optimizer
         self.c1 = c1
         self.c2 = c2
         self.max_iterations = max_iterations
@@ -428,6 +270,7 @@ class CRF(_Base):
         self.optimizer_params = optimizer_params
         self.plugin_dirs = plugin_dirs
         self.checkpoints = checkpoints
+        self.template = template
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -452,7 +295,8 @@ class CRF(_Base):
             if self.algorithm not in ALGORITHMS:
                 raise ValueError(
                     f"algorithm={self.algorithm!r} is not a CRFsuite training algorithm "
-                    f"crfopt supports; supported values: {', '.join(map(repr, ALGORITHMS))}"
+                    f"crfopt supports; supported values: {', '.join(map(repr, ALGORITHMS))} "
+                    f"(a crfopt optimizer is chosen with optimizer=)"
                 )
             mapped = ALGORITHMS[self.algorithm]
             if mapped == "lbfgs" and self.c1:
@@ -524,7 +368,8 @@ class CRF(_Base):
 
         self._check_params()
         optimizer = self._resolve_optimizer()
-        problem, classes = self._training_problem(X, y, X_dev, y_dev)
+        template = self._fit_template()
+        problem, classes = self._training_problem(X, y, X_dev, y_dev, template)
         n, has_dev = problem.n, "test" in problem.splits  # X_dev became the "test" split
         attributes = list(problem.attribute_names or ())
         target = self.epsilon if self.epsilon is not None else self.target_gap
@@ -561,7 +406,11 @@ class CRF(_Base):
             on_checkpoint=self._print_checkpoint if self.verbose else None,
             checkpoints=checkpoints,
             metrics=None if monitoring else [],
+            train_error=monitoring,
         )
+        if template is not None:  # predict (and a saved model) featurize with it
+            trained.model.template = template.spec()
+            trained.model.training["estimator_template"] = True
         labels_json = [_json_label(lab) for lab in classes]
         if all(v is not None for v in labels_json) and any(not isinstance(v, str) for v in classes):
             # save/load gives back integer labels as integers
@@ -572,10 +421,9 @@ class CRF(_Base):
         log = TrainingLog(trained.result.trace)
         w = trained.result.w
         log.attrs["n"] = n
-        log.attrs["final"] = {
-            "feature_norm": float(np.linalg.norm(w)),
-            "active_features": int(np.count_nonzero(w)),
-        }
+        with one_blas_thread():  # one dot product: on 2 BLAS threads 30 ms under load
+            norm = float(np.linalg.norm(w))
+        log.attrs["final"] = {"feature_norm": norm, "active_features": int(np.count_nonzero(w))}
         self.training_log_ = log
         return self
 
@@ -585,10 +433,12 @@ class CRF(_Base):
         y: Iterable[Iterable[Any]],
         X_dev: Iterable[Iterable[Any]] | None = None,
         y_dev: Iterable[Iterable[Any]] | None = None,
+        template: Any = None,
     ) -> tuple[CRFProblem, list[Any]]:
         """The training problem of :meth:`fit` (dev set as its ``test`` split) and the
-        sorted labels: everything ``fit`` does before the optimizer starts."""
-        X, y = _sentences(X), _sentences(y, "y")
+        labels in order of first appearance: everything ``fit`` does before the
+        optimizer starts; ``template`` a pattern file that makes the tokens' attributes."""
+        X, y = self._with_template(as_sentences(X), template), as_sentences(y, "y")
         if (X_dev is None) != (y_dev is None):
             raise ValueError("give both X_dev and y_dev, or neither")
         if len(X) != len(y):
@@ -598,7 +448,7 @@ class CRF(_Base):
         for i, (sent, seq) in enumerate(zip(X, y)):
             if len(seq) != len(sent):
                 raise ValueError(f"sentence {i} has {len(sent)} tokens but {len(seq)} labels")
-        classes = _sorted_labels({lab for seq in y for lab in seq})
+        classes = list(dict.fromkeys(lab for seq in y for lab in seq))  # CRFsuite's order
         names = [str(lab) for lab in classes]
         if len(set(names)) != len(names):
             raise ValueError(
@@ -607,17 +457,18 @@ class CRF(_Base):
             )
         label_id = {lab: k for k, lab in enumerate(classes)}
         vocab = Vocabulary()
-        lengths, indptr, indices, values, _ = _encode(X, vocab)
+        lengths, indptr, indices, values, _ = encode_items(X, vocab)
         flat = [label_id[lab] for seq in y for lab in seq]
         attributes = vocab.names  # column order
 
         dev = None
         if X_dev is not None:
-            Xd, yd = _sentences(X_dev, "X_dev"), _sentences(y_dev, "y_dev")
+            Xd = self._with_template(as_sentences(X_dev, "X_dev"), template, "X_dev")
+            yd = as_sentences(y_dev, "y_dev")
             if len(Xd) != len(yd):
                 raise ValueError(f"X_dev has {len(Xd)} sentences but y_dev has {len(yd)}")
             frozen = Vocabulary(attributes, frozen=True)
-            d_len, d_ptr, d_idx, d_val, _ = _encode(Xd, frozen)
+            d_len, d_ptr, d_idx, d_val, _ = encode_items(Xd, frozen)
             # a dev label never seen in training is -1: always counted wrong
             d_lab = [label_id.get(lab, -1) for seq in yd for lab in seq]
             if len(d_lab) != int(d_len.sum()):
@@ -655,6 +506,60 @@ class CRF(_Base):
         )
         return problem, classes
 
+    def _fit_template(self) -> Any:
+        """The pattern file of ``template``, or None."""
+        if self.template is None:
+            return None
+        from crfopt.data.patterns import PatternTemplate
+        from crfopt.data.template_files import load_template
+
+        tpl = load_template(self.template)
+        if not isinstance(tpl, PatternTemplate):
+            raise ValueError(
+                f"template={self.template!r} is not a CRF++ or Wapiti pattern file: "
+                "template= reads columns by position; crfopt's TOML/YAML templates name "
+                "their columns and featurize corpus files (crfopt train --template)"
+            )
+        tpl.require_supported()
+        return tpl
+
+    def _model_template(self) -> Any:
+        """The pattern file the fitted model was trained with, or None."""
+        model = self._check_fitted()
+        if not model.training.get("estimator_template"):
+            return None
+        from crfopt.data.template_files import template_from_spec
+
+        return template_from_spec(model.template)
+
+    @staticmethod
+    def _with_template(X: list[list[Any]], template: Any, what: str = "X") -> list[list[Any]]:
+        """``X`` itself, or, with a pattern template, its tokens (sequences of column
+        strings) as the lists of attribute names the template makes of them."""
+        if template is None:
+            return X
+        width = template.n_columns
+        out = []
+        for i, sent in enumerate(X):
+            rows = []
+            for t, tok in enumerate(sent):
+                if isinstance(tok, (str, bytes, Mapping)) or not all(
+                    isinstance(v, str) for v in tok
+                ):
+                    raise TypeError(
+                        f"{what}[{i}][{t}]: with template=, a token is a sequence of column "
+                        f"strings, e.g. ('Confidence', 'NN'), not {type(tok).__name__}"
+                    )
+                if len(tok) < width:
+                    raise ValueError(
+                        f"{what}[{i}][{t}] has {len(tok)} column(s); the patterns of "
+                        f"{template.source or template.name} read {width}"
+                    )
+                rows.append(tuple(tok))
+            # an attribute fires once per token, as in crfopt's corpus path
+            out.append([list(dict.fromkeys(a)) for a in template.token_attributes(rows)])
+        return out
+
     @staticmethod
     def _print_checkpoint(row: Mapping[str, Any]) -> None:
         parts = [
@@ -669,7 +574,7 @@ class CRF(_Base):
 
     # ------------------------------------------------------------- inference
     def _check_fitted(self) -> Model:
-        model = getattr(self, "model_", None)
+        model = self.model_
         if model is None:
             raise NotFittedError(
                 f"this {type(self).__name__} is not fitted yet: call fit(X, y) first"
@@ -677,71 +582,71 @@ class CRF(_Base):
         return model
 
     def _labels(self) -> list[Any]:
-        return list(getattr(self, "classes_", None) or self._check_fitted().labels)
+        return list(self.classes_ or self._check_fitted().labels)
 
-    def _problem(self, X: Sequence[Sequence[Any]]) -> tuple[CRFProblem, np.ndarray]:
-        """``X`` as a problem over the model's dictionaries, and its token counts."""
-        model = self._check_fitted()
-        vocab = Vocabulary(model.attributes, frozen=True)
-        lengths, indptr, indices, values, _ = _encode(X, vocab)
-        problem = model.problem_for(indptr, indices, values, lengths)
-        return problem, lengths
+    def predict(self, X: Iterable[Iterable[Any]]) -> np.ndarray:
+        """Most probable label sequence of every sentence (Viterbi).
 
-    def predict(self, X: Iterable[Iterable[Any]]) -> list[list[Any]]:
-        """Most probable label sequence of every sentence (Viterbi)."""
+        As sklearn-crfsuite: ``np.array(list_of_label_lists, dtype=object)`` (so
+        ``y_pred == y`` compares label by label; 2-D when all sentences have one length).
+        """
+        return np.array(self._predict_lists(X), dtype=object)
+
+    def _predict_lists(self, X: Iterable[Iterable[Any]]) -> list[list[Any]]:
         model = self._check_fitted()
-        X = _sentences(X)
+        X = as_sentences(X)
         if not X:
             return []
-        vocab = Vocabulary(model.attributes, frozen=True)
-        lengths, indptr, indices, values, _ = _encode(X, vocab)
+        lengths, indptr, indices, values, _ = encode_items(
+            self._with_template(X, self._model_template()), model.vocabulary()
+        )
         ids = model.viterbi(indptr, indices, values, lengths)
-        labels = self._labels()
-        out, pos = [], 0
-        for T in lengths:
-            out.append([labels[k] for k in ids[pos : pos + T]])
-            pos += int(T)
-        return out
+        return split_labels(ids, lengths, self._labels())
 
     def predict_single(self, xseq: Iterable[Any]) -> list[Any]:
-        """The Viterbi labels of one sentence."""
-        return self.predict([xseq])[0]
+        """The Viterbi labels of one sentence (a list)."""
+        return self._predict_lists([xseq])[0]
 
-    def predict_marginals(self, X: Iterable[Iterable[Any]]) -> list[list[dict[Any, float]]]:
-        """P(y_t = label | x) of every token: per sentence a list of {label: probability}."""
-        from crfopt.bench.evaluator import Evaluator
+    def predict_marginals(self, X: Iterable[Iterable[Any]]) -> np.ndarray:
+        """P(y_t = label | x) of every token: per sentence a list of {label: probability},
+        in ``np.array(..., dtype=object)`` as sklearn-crfsuite returns them."""
+        return np.array(self._marginal_lists(X), dtype=object)
 
+    def _marginal_lists(self, X: Iterable[Iterable[Any]]) -> list[list[dict[Any, float]]]:
         model = self._check_fitted()
-        X = _sentences(X)
+        X = as_sentences(X)
         if not X:
             return []
-        problem, lengths = self._problem(X)
-        mu, _ = Evaluator(problem).model_marginals(model.weights_for(problem))
-        probs = np.exp(mu.log_nodes)
+        lengths, indptr, indices, values, _ = encode_items(
+            self._with_template(X, self._model_template()), model.vocabulary()
+        )
+        rows = model.node_marginals(indptr, indices, values, lengths).tolist()
         labels = self._labels()
         out, pos = [], 0
-        for T in lengths:
-            out.append([dict(zip(labels, map(float, p))) for p in probs[pos : pos + T]])
-            pos += int(T)
+        for T in lengths.tolist():
+            out.append([dict(zip(labels, p)) for p in rows[pos : pos + T]])
+            pos += T
         return out
 
     def predict_marginals_single(self, xseq: Iterable[Any]) -> list[dict[Any, float]]:
-        """:meth:`predict_marginals` of one sentence."""
-        return self.predict_marginals([xseq])[0]
+        """:meth:`predict_marginals` of one sentence (a list of dicts)."""
+        return self._marginal_lists([xseq])[0]
 
     def score(self, X: Iterable[Iterable[Any]], y: Iterable[Iterable[Any]]) -> float:
-        """Per-token accuracy."""
-        y = _sentences(y, "y")
-        pred = self.predict(X)
+        """Per-token accuracy (a label never seen in training counts as wrong)."""
+        y = as_sentences(y, "y")
+        pred = self._predict_lists(X)
         total = sum(len(s) for s in y)
         right = sum(p == t for ps, ts in zip(pred, y) for p, t in zip(ps, ts))
         return right / total
 
     # ------------------------------------------------------------- inspection
     @property
-    def state_features_(self) -> Counter:
+    def state_features_(self) -> Counter | None:
         """Non-zero emission weights keyed ``(attribute, label)``, as sklearn-crfsuite's."""
-        model = self._check_fitted()
+        model = self.model_
+        if model is None:
+            return None
         labels = self._labels()
         k_idx, a_idx = np.nonzero(model.emission)
         return Counter(
@@ -752,9 +657,11 @@ class CRF(_Base):
         )
 
     @property
-    def transition_features_(self) -> Counter:
+    def transition_features_(self) -> Counter | None:
         """Non-zero transition weights keyed ``(label_from, label_to)``."""
-        model = self._check_fitted()
+        model = self.model_
+        if model is None:
+            return None
         labels = self._labels()
         f_idx, t_idx = np.nonzero(model.transition)
         return Counter(
@@ -765,16 +672,27 @@ class CRF(_Base):
         )
 
     @property
-    def num_attributes_(self) -> int:
+    def num_attributes_(self) -> int | None:
         """Number of attributes (distinct names seen in training)."""
-        return len(self._check_fitted().attributes)
+        return None if self.model_ is None else len(self.model_.attributes)
 
     @property
-    def size_(self) -> int:
+    def size_(self) -> int | None:
         """Bytes of the model file :meth:`save` writes."""
-        model = self._check_fitted()
+        model = self.model_
+        if model is None:
+            return None
         with tempfile.TemporaryDirectory() as tmp:
             return os.path.getsize(model.save(os.path.join(tmp, "m.crfopt")))
+
+    @property
+    def tagger_(self) -> Any:
+        """python-crfsuite's ``Tagger`` of sklearn-crfsuite: not in crfopt (raises)."""
+        raise AttributeError(
+            "tagger_ is python-crfsuite's Tagger, which crfopt does not have: use "
+            "predict_single/predict_marginals_single for tagging, classes_ for the labels, "
+            "state_features_/transition_features_ for the weights and model_ for the model"
+        )
 
     # ------------------------------------------------------------- files
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -792,11 +710,3 @@ class CRF(_Base):
             crf.classes_ = list(model.labels)
         crf.attributes_ = list(model.attributes)
         return crf
-
-
-def _sorted_labels(labels: set[Any]) -> list[Any]:
-    """Labels in their natural order when comparable (ints, strings), else by string."""
-    try:
-        return sorted(labels)
-    except TypeError:
-        return sorted(labels, key=lambda v: (type(v).__name__, str(v)))

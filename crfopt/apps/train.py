@@ -5,12 +5,13 @@ P(0)**, i.e. training stops at the first checkpoint whose true duality gap is
 ≤ ``target_gap`` · P(0), with P(0) = (N/n) log K the objective at w = 0. A relative
 target is scale-free: the same setting means the same precision on a corpus of ten or
 ten thousand tokens per sequence, and a user need not know P(0) to choose it. (The
-runner's :class:`~crfopt.bench.runner.Budget` and ``crfopt compare --target-gap`` keep an
+runner's :class:`~crfopt.bench.budget.Budget` and ``crfopt compare --target-gap`` keep an
 absolute gap; this function converts.)
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,7 @@ def train(
     iterations: int | None = None,
     checkpoints: str | Sequence[float] = "default",
     metrics: Sequence[Any] | None = None,
+    train_error: bool = True,
 ) -> Trained:
     """Train ``optimizer`` on ``problem`` and return the model with its run.
 
@@ -64,9 +66,10 @@ def train(
     iterations : int, optional
         Budget in the optimizer's iterations as well (whichever limit comes first);
         :class:`crfopt.CRF` maps CRFsuite's ``max_iterations`` of L-BFGS to it.
-    checkpoints, metrics :
+    checkpoints, metrics, train_error :
         As in :func:`crfopt.run`: when the state is evaluated (the target is checked
-        only there) and which metric columns are computed (``[]``: none).
+        only there), which metric columns are computed (``[]``: none) and whether the
+        training error is.
 
     Raises
     ------
@@ -85,6 +88,11 @@ def train(
     if problem.label_names:  # refused before training, not after: the model could not hold them
         check_label_names(problem.label_names, "the problem's labels")
     absolute = None if target_gap is None else float(target_gap) * problem.primal_at_zero()
+    if absolute == 0.0:
+        # one label: P(0) = (N/n) log 1 = 0 = P* (every labeling is the truth), so a
+        # relative target asks for a zero gap, which w = 0 has; the runner's budget takes
+        # positive numbers only, and the smallest one asks exactly that
+        absolute = math.ulp(0.0)
     budget = Budget(passes=passes, iterations=iterations, target_gap=absolute)
     result = run(
         problem,
@@ -96,6 +104,7 @@ def train(
         on_checkpoint=on_checkpoint,
         checkpoints=checkpoints,
         metrics=metrics,
+        train_error=train_error,
     )
     if result.status in ("failed", "diverged", "skipped") or result.w is None:
         # a skipped run says why (e.g. an ℓ2-only optimizer on a problem with σ > 0)

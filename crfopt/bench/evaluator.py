@@ -44,21 +44,27 @@ class Evaluator:
         return f"Evaluator({self.problem!r})"
 
     # ---------------------------------------------------------------- primal
+    # P and ∇P reuse the problem's last pass when it was at this very w (duality.objective)
     def primal(self, w: np.ndarray) -> float:
         """P(w)."""
-        return duality.objective(self.problem, w)[0]
+        return duality.objective(self.problem, w, reuse=True)[0]
 
     def gradient(self, w: np.ndarray) -> np.ndarray:
         """∇P(w)."""
-        return duality.objective(self.problem, w, gradient=True)[1]
+        return duality.objective(self.problem, w, gradient=True, reuse=True)[1]
 
     def value_and_gradient(self, w: np.ndarray) -> tuple[float, np.ndarray]:
         """(P(w), ∇P(w)) from one batch pass."""
-        return duality.objective(self.problem, w, gradient=True)
+        return duality.objective(self.problem, w, gradient=True, reuse=True)
 
     def primal_gap(self, w: np.ndarray) -> float:
         """‖∇P(w)‖² / (2λ) = P(w) - D(ν(w))  (LPL18 eqs. 7–8)."""
-        return duality.primal_gap(self.problem, w)
+        return self.primal_and_gap(w)[1]
+
+    def primal_and_gap(self, w: np.ndarray) -> tuple[float, float]:
+        """(P(w), P(w) - D(ν(w))) from one batch pass."""
+        value, grad = self.value_and_gradient(w)
+        return value, duality.gap_from_gradient(self.problem, w, grad)
 
     # ---------------------------------------------------------------- dual
     def dual(self, mu: DualMarginals) -> float:

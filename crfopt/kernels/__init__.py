@@ -84,6 +84,7 @@ distinct attributes ``data.support[lo:hi]`` with ``lo, hi = support_bounds(data,
 
 from __future__ import annotations
 
+from crfopt.kernels import threads as _threads  # noqa: F401  (OpenMP spinning bounded first)
 from crfopt.kernels.counters import (
     FORWARD_CALLS,
     INIT_FORWARD_CALLS,

@@ -354,6 +354,9 @@ class Optimizer(abc.ABC):
         own = cls.__dict__.get("run_block")
         if own is not None and not getattr(own, _COUNTS_ITERATIONS, False):
             cls.run_block = _counting_iterations(own)  # type: ignore[method-assign]
+        own_step = cls.__dict__.get("step")
+        if own_step is not None and not getattr(own_step, _COUNTS_ITERATIONS, False):
+            cls.step = _counting_step(own_step)  # type: ignore[method-assign]
 
     def __init__(self, problem: CRFProblem, seed: int = 0, **params: Any) -> None:
         cls = type(self)
@@ -480,13 +483,29 @@ def _counting_iterations(run_block: Callable[[Optimizer, int], int]) -> Any:
         if already == 0:
             if done:
                 counters.add_iterations(int(done))
-        elif already != done:
+        elif already > 0 and already != done:  # backwards: the runner's guard says so
             raise RuntimeError(
                 f"{type(self).__name__}.run_block({k}) returned {done} but the iterations "
                 f"counter moved by {already}: iterations are counted from what run_block "
                 "returns, so a plugin must not count them itself"
             )
         return done
+
+    setattr(counted, _COUNTS_ITERATIONS, True)
+    return counted
+
+
+def _counting_step(step: Callable[[Optimizer], None]) -> Any:
+    """``step`` that counts its iteration, unless something inside counted it already
+    (the default step's ``run_block(1)``, or a plugin of the older contract)."""
+
+    @functools.wraps(step)
+    def counted(self: Optimizer) -> None:
+        counters = self.problem.counters
+        before = counters.iterations
+        step(self)
+        if counters.iterations == before:
+            counters.add_iterations(1)
 
     setattr(counted, _COUNTS_ITERATIONS, True)
     return counted

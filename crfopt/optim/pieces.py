@@ -40,6 +40,9 @@ Chain scratch: ``chain_work(max_len, K)`` gives the :class:`ChainWork` that
     scratch tables that hold a local direction).
 ``soft_threshold(x, τ)``:
     S_τ(x), the prox of τ|·| on one number (ℓ1 methods, docs/algorithms.md §1.9).
+``one_blas_thread()``:
+    a context that holds every BLAS library to one thread, for the vector algebra of a
+    batch optimizer's loop (two-loop recursion, line search; ``kernels.threads``).
 
 Layout: the weight vector is A row blocks of K entries (emission + bias, row a at
 ``a·K``) followed by the K×K transition block; a :class:`LazyWeights` has A + 1 ``last``
@@ -58,6 +61,7 @@ from crfopt import kernels
 from crfopt.kernels.arrays import ChainWork, KernelData, chain_work
 from crfopt.kernels.jit import JIT_ENABLED, jit
 from crfopt.kernels.prefetch import prefetch_write
+from crfopt.kernels.threads import one_blas_thread
 
 __all__ = [
     "GRAM_WORK_RATIO",
@@ -81,6 +85,7 @@ __all__ = [
     "local_gradient",
     "materialize",
     "max_support",
+    "one_blas_thread",
     "renormalize",
     "scaled_scores",
     "sequence_grams",
