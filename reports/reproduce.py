@@ -57,212 +57,48 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 import crfopt
 from crfopt.bench.analysis import (
-    Spread,
     curve_figure,
-    format_number,
-    format_spread,
     line_styles,
     shift_init,
-    spread_ratio,
-    spread_reach,
-    spread_value_at,
 )
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # its grids and tables, beside it
+
+from repro_grids import (  # noqa: E402
+    GRIDS,
+    MAIN,
+    QUICK_HOURS,
+    QUICK_OPTIMIZERS,
+    SBA15_FIGURE,
+    SG_STEPS,
+    SIZES,
+    TARGET_RELATIVE,
+    Grid,
+)
+from repro_packs import pack_runs, read_pack, unpack_runs  # noqa: E402
+from repro_tables import (  # noqa: E402
+    at,
+    axis_lines,
+    counting_lines,
+    error_lines,
+    gap_lines,
+    numbers_table,
+    reach,
+    verdict_lines,
+    where_lines,
+)
+
+__all__ = ["GRIDS", "MAIN", "SBA15_FIGURE", "Grid", "at", "main", "make_outputs", "reach"]
 RESULTS = HERE / "results"
 FIGURES = HERE / "figures"
 SCALES = ("paper", "quick")
-
-#: stop a run once P − P* ≤ this · P* (the papers' plots end around there)
-TARGET_RELATIVE = 1e-8
-
-
-@dataclass(frozen=True)
-class Grid:
-    problem: str
-    passes: float  # the papers' budget (scale "paper")
-    quick_passes: float  # the earlier scaled-down budget (scale "quick")
-    optimizers: tuple[str, ...]
-    note: str
-    seeds: tuple[int, ...] = (0, 1, 2)
-    problem_params: dict = field(default_factory=dict)
-    #: seeds of the optimizers outside MAIN (ablations, read as ratios paired by seed);
-    #: ``seeds`` when empty
-    ablation_seeds: tuple[int, ...] = ()
-
-    def budget(self, scale: str) -> float:
-        return self.passes if scale == "paper" else self.quick_passes
-
-    def seeds_of(self, scale: str, optimizer: str | None = None) -> tuple[int, ...]:
-        """The seeds of ``optimizer`` (of the main methods when None) at ``scale``."""
-        seeds = self.seeds
-        if optimizer is not None and optimizer not in MAIN and self.ablation_seeds:
-            seeds = self.ablation_seeds
-        return seeds if scale == "paper" else seeds[:1]
-
-    def runs(self, scale: str) -> list[tuple[str, int]]:
-        """Every (optimizer, seed) run of the grid at ``scale``."""
-        return [(o, s) for o in self.optimizers for s in self.seeds_of(scale, o)]
-
-    def describe(self, scale: str) -> str:
-        """'12 optimizers × 3 seeds', or '6 main methods × 5 seeds + 28 others × 3 seeds'."""
-        main = [o for o in self.optimizers if o in MAIN]
-        rest = [o for o in self.optimizers if o not in MAIN]
-        k_main = len(self.seeds_of(scale))
-        k_rest = len(self.seeds_of(scale, rest[0])) if rest else k_main
-        if not main or not rest or k_main == k_rest:
-            return f"{len(self.optimizers)} optimizers × {k_main if main else k_rest} seeds"
-        return f"{len(main)} main methods × {k_main} seeds + {len(rest)} others × {k_rest} seeds"
-
-
-MAIN = ("sdca", "sdca-gap", "sag-nus", "sag-nus-star", "oeg", "lbfgs")
-SBA15 = ("sag", "saga-nus", "oeg-c0", "oeg-norp", "sg", "sg-nus", "asg", "adagrad")
-#: SBA15 Fig. 1's OEG starts from egstra's default, the uniform dual (LPL18 App. A.1 and its
-#: fn. 8: "also the initialization used in the main text of Schmidt et al. (2015)"): that is
-#: `oeg-c0`. crfopt's `oeg` is App. D's OEG-10. c = 1 is kept as a probe of how much of E9's
-#: "OEG weak on NER/POS" an intermediate start explains (reports/verdicts_notes.md, E9)
-OEG_SBA15 = "oeg[init_score=1.0]"
-#: the SBA15 Fig. 2 comparison (E9) on each problem that has it
-SBA15_FIGURE = (
-    "sag",
-    "sag-nus",
-    "sag-nus-star",
-    "saga-nus",
-    "oeg",
-    "oeg-c0",
-    "oeg-norp",
-    OEG_SBA15,
-    "sg",
-    "sg-nus",
-    "sg-nus[skipping=true]",
-    "asg",
-    "adagrad",
-    "lbfgs",
-    "sdca-gap",
-    "sag-nus-star[initial_lipschitz=0.001]",
-)
-
-SG_STEPS = ("[step_size=1.0]", "", "[step_size=0.01]")  # the default η₀ is 0.1
-
-GRIDS = {
-    "ocr": Grid(
-        "ocr",
-        50,
-        30,
-        MAIN
-        + SBA15
-        + (
-            OEG_SBA15,
-            # E3 samplers (sdca = uniform, sdca-gap = gap)
-            "sdca-importance",
-            "sdca-gapimp",
-            "sdca-max",
-            # E2 line search: sub-precision, a single Newton step, the starting point
-            "sdca-gap[sub_precision=0.01]",
-            "sdca-gap[sub_precision=1e-05]",
-            "sdca-gap[sub_precision=0.5]",
-            "sdca-gap[start=previous]",
-            # E11 order of visits
-            "sdca-perm",
-            "sdca-cyclic",
-            # E9: SAG's line search started from a too-small L
-            "sag-nus-star[initial_lipschitz=0.001]",
-            # SBA15 §6 picks each SG method's η₀ post hoc from {10^-k}: the rest of that grid
-            "sg[step_size=1.0]",
-            "sg[step_size=0.01]",
-            "sg-nus[step_size=1.0]",
-            "sg-nus[step_size=0.01]",
-            # SBA15 §5.2's line-search skipping: fn. 10 does not say if their SG-NUS had it
-            "sg-nus[skipping=true]",
-            "asg[step_size=1.0]",
-            "asg[step_size=0.01]",
-            "adagrad[step_size=1.0]",
-            "adagrad[step_size=0.01]",
-        ),
-        "LPL18: 50–100 passes, several seeds",
-        seeds=(0, 1, 2, 3, 4),
-        # the main figures' methods take 5 seeds; the 28 ablations 3, the other grids'
-        # count (their readings are ratios paired by seed): 114 runs instead of 170
-        ablation_seeds=(0, 1, 2),
-    ),
-    "conll2000": Grid(
-        "conll2000",
-        30,
-        15,
-        (
-            *MAIN,
-            "sag",
-            "saga-nus",
-            "oeg-c0",
-            "oeg-norp",
-            OEG_SBA15,
-            "sg",
-            "sg-nus",
-            "asg",
-            "sdca-gap[sub_precision=0.5]",
-        ),
-        "LPL18: 50 passes",
-    ),
-    "ner-nl": Grid(
-        "ner-nl",
-        30,
-        15,
-        (
-            *MAIN,
-            "sag",
-            "oeg-c0",
-            "oeg-norp",
-            OEG_SBA15,
-            "sg",
-            "sg-nus",
-            "asg",
-            # E4 non-uniformity ρ and periodic refresh; E2 single Newton step
-            "sdca-gap[non_uniformity=0.5]",
-            "sdca-gap[non_uniformity=0.9]",
-            "sdca-gap[non_uniformity=1.0]",
-            "sdca-gap[refresh_period=1]",
-            "sdca-gap[sub_precision=0.5]",
-        ),
-        "LPL18: 50 passes",
-    ),
-    "pos-ewt": Grid(
-        "pos-ewt",
-        20,
-        12,
-        (*MAIN, "sag", "oeg-c0", "oeg-norp", OEG_SBA15, "sg", "sg-nus"),
-        "LPL18: 50 passes on the WSJ (licensed); UD English-EWT with PTB tags",
-    ),
-    "pos-conll2000": Grid(
-        "pos-conll2000",
-        20,
-        5,
-        ("sdca", "sdca-gap", "sag-nus-star", "oeg", "lbfgs"),
-        "the POS column of CoNLL-2000 (WSJ text; the papers' full WSJ set is licensed)",
-    ),
-}
-
-#: Problem sizes from reports/datasets.md (N tokens, K labels, a attributes per token):
-#: the work of one effective pass is taken ∝ N·(K² + a·K), forward–backward plus scores.
-SIZES = {
-    "ocr": (47_535, 26, 128),
-    "conll2000": (211_727, 22, 19),
-    "ner-nl": (202_644, 9, 24),
-    "pos-ewt": (204_577, 49, 16),
-    "pos-conll2000": (211_727, 44, 17),
-}
-#: The quick scale's grids (one seed, 30/15/15/12/5 passes, before sg-nus and sg were
-#: added to CoNLL, NER and POS-EWT) took "about two hours" of the 2-core machine
-#: (reports/README.md, this file's earlier docstring); the estimate calibrates on that when
-#: no stored runs give measured seconds.
-QUICK_HOURS = 2.0
-QUICK_OPTIMIZERS = {"ocr": 29, "conll2000": 12, "ner-nl": 15, "pos-ewt": 8, "pos-conll2000": 5}
 
 
 def run_dir(name: str, scale: str) -> Path:
@@ -352,95 +188,18 @@ def _by_seeds(grid: Grid, scale: str, optimizers: list[str]) -> list[tuple[tuple
 
 # ----------------------------------------------------------------------------- packs
 
+
 #: the pack's column holding each run's metadata (JSON, on the run's first row only):
 #: zstd compresses what runs repeat (provenance, configuration), a footer would not
-_META_COLUMN = "_run_meta"
-
-
 def pack(name: str, scale: str) -> int:
-    """Write every stored run of a grid into its pack; returns the pack's size in bytes.
-
-    One table (zstd, level 19: written once, read often) holding every run's rows and, in
-    the column ``_run_meta`` of each run's first row, its metadata as JSON. No pandas or
-    Arrow schema block in the footer (dtypes are restored from crfopt's result schema on
-    read): that footer would cost more than the rows. Damaged run files are left out
-    (``crfopt.read_results`` warns about them).
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    frame = crfopt.read_results(run_dir(name, scale))
-    runs = frame.attrs.get("runs", {})
-    frame = frame.sort_values(["optimizer", "seed", "run_id", "checkpoint"], kind="stable")
-    frame = frame.reset_index(drop=True)
-    first = ~frame["run_id"].duplicated()
-    meta = pd.Series(pd.NA, index=frame.index, dtype="string")
-    meta[first] = [
-        json.dumps(runs[r], sort_keys=True, separators=(",", ":")) for r in frame["run_id"][first]
-    ]
-    frame[_META_COLUMN] = meta
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    path = pack_path(name, scale)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".tmp-{path.name}")
-    pq.write_table(table, tmp, compression="zstd", compression_level=19, store_schema=False)
-    os.replace(tmp, path)
-    return path.stat().st_size
-
-
-def read_pack(path: Path) -> pd.DataFrame:
-    """A pack as ``crfopt.read_results`` returns a folder: the traces in crfopt's result
-    schema, ``attrs["runs"]`` the metadata; each run's trace checksum is verified."""
-    import pyarrow.parquet as pq
-
-    from crfopt.bench.results import COLUMNS, trace_digest
-
-    frame = pq.read_table(path).to_pandas()
-    if _META_COLUMN not in frame:
-        raise ValueError(f"{path}: not a pack of reports/reproduce.py (no {_META_COLUMN} column)")
-    metas = frame[_META_COLUMN].dropna()
-    runs = {frame.at[i, "run_id"]: json.loads(m) for i, m in metas.items()}
-    frame = frame.drop(columns=[_META_COLUMN])
-    frame = frame.astype({c: COLUMNS.get(c, "Float64") for c in frame.columns})
-    for rid, run in frame.groupby("run_id", sort=False):
-        expected = runs.get(rid, {}).get("trace_sha256")
-        if expected is None or trace_digest(_own_columns(run)) != expected:
-            raise ValueError(
-                f"{path}: run {rid}'s trace does not match its checksum (the pack was changed "
-                "or damaged; rebuild it with `python reports/reproduce.py --only ...`)"
-            )
-    frame.attrs["runs"] = runs
-    return frame
-
-
-def _own_columns(run: pd.DataFrame) -> pd.DataFrame:
-    """A run's rows without the metric columns only other runs of the pack have."""
-    from crfopt.bench.results import COLUMNS
-
-    drop = [c for c in run.columns if c not in COLUMNS and run[c].isna().all()]
-    return run.drop(columns=drop).reset_index(drop=True)
+    """Write every stored run of a grid into its pack; returns the pack's size in bytes."""
+    return pack_runs(run_dir(name, scale), pack_path(name, scale))
 
 
 def unpack(name: str, scale: str) -> int:
     """Write the pack's runs missing from the working folder back as run files, so that
     ``crfopt.compare`` sees them and computes only the others. Returns how many."""
-    from crfopt.bench.results import result_files, run_path, write_run
-
-    path = pack_path(name, scale)
-    if not path.exists():
-        return 0
-    out = run_dir(name, scale)
-    have = {f.stem.removeprefix("run-") for f in result_files(out)} if out.exists() else set()
-    frame = read_pack(path)
-    runs = frame.attrs["runs"]
-    count = 0
-    for rid, run in frame.groupby("run_id", sort=False):
-        if rid in have:
-            continue
-        meta = {k: v for k, v in runs[rid].items() if k != "trace_sha256"}
-        write_run(run_path(out, rid), _own_columns(run), meta)
-        count += 1
-    return count
+    return unpack_runs(pack_path(name, scale), run_dir(name, scale))
 
 
 # ----------------------------------------------------------------------------- estimate
@@ -529,259 +288,6 @@ def load(name: str, init_offset: bool = True, scale: str = "paper") -> pd.DataFr
             .astype("Float64")
         )
     return df
-
-
-def at(df: pd.DataFrame, opt: str, col: str, x: float, axis: str = "effective_passes") -> Spread:
-    """Value of ``col`` at ``axis`` = x for ``opt`` over seeds (median, min–max), read as
-    ``crfopt report`` reads it: interpolated between the checkpoints around x
-    (:func:`crfopt.bench.analysis.spread_value_at`; runs that never got to x left out)."""
-    return spread_value_at(df[df["optimizer"] == opt], col, x, axis, by="seed")
-
-
-def reach(
-    df: pd.DataFrame,
-    opt: str,
-    threshold: float,
-    axis: str = "effective_passes",
-    col: str = "subopt",
-    scale: float = 1.0,
-) -> Spread:
-    """First ``axis`` value (/ ``scale``) where ``col`` ≤ threshold for ``opt`` over seeds
-    (:func:`crfopt.bench.analysis.spread_reach`); inf for a seed that never got there."""
-    sp = spread_reach(df[df["optimizer"] == opt], col, threshold, axis, by="seed")
-    return Spread(sp.median / scale, sp.low / scale, sp.high / scale, sp.count)
-
-
-def fmt(v: float | Spread, percent: bool = False) -> str:
-    """A number, or a spread as ``median [min–max]`` over seeds."""
-    if isinstance(v, Spread):
-        if percent:
-            return format_spread(v, fmt=lambda x: f"{100 * x:.2f} %" if x == x else "—")
-        return format_spread(v)
-    return format_number(v)
-
-
-def numbers_table(df: pd.DataFrame, opts: list[str], passes: list[float]) -> list[str]:
-    n = int(df["n"].iloc[0]) if "n" in df else 1
-    p0 = float(df["P0"].iloc[0])
-    head = (
-        "| optimizer | seeds | init passes | "
-        + " | ".join(f"P−P* @{p:g} passes" for p in passes)
-        + " | passes to 1e-3·P(0) | updates/n to 1e-3·P(0) | oracle calls/n to 1e-3·P(0) "
-        "| final test error |"
-    )
-    lines = [head, "|" + "---|" * (len(passes) + 7)]
-    for opt in opts:
-        sub = df[df["optimizer"] == opt]
-        if sub.empty:
-            continue
-        init = sub["init_passes"].astype(float)
-        row = [str(sub["seed"].nunique())]
-        row.append(fmt(float(init.median())) if init.notna().all() else "—")
-        row += [fmt(at(df, opt, "subopt", p)) for p in passes]
-        thr = 1e-3 * p0
-        row.append(fmt(reach(df, opt, thr)))
-        row.append(fmt(reach(df, opt, thr, axis="updates", scale=n)))
-        row.append(fmt(reach(df, opt, thr, axis="oracle_calls", scale=n)))
-        last = sub.groupby("seed").tail(1)
-        row.append(fmt(Spread.of(list(last["test_error"].astype(float))), percent=True))
-        lines.append(f"| {opt} | " + " | ".join(row) + " |")
-    return lines
-
-
-def axis_lines(df: pd.DataFrame, opts: list[str], axis: str, marks: list[float]) -> list[str]:
-    """P−P* at ``axis``/n = mark (interpolated, see :func:`at`): the E6/E7 readings."""
-    n = int(df["n"].iloc[0])
-    name = {"updates": "updates/n", "oracle_calls": "oracle calls/n"}[axis]
-    lines = [
-        "| optimizer | " + " | ".join(f"P−P* @{name} = {m:g}" for m in marks) + " |",
-        "|" + "---|" * (len(marks) + 1),
-    ]
-    for opt in opts:
-        if opt in set(df["optimizer"]):
-            row = [fmt(at(df, opt, "subopt", m * n, axis=axis)) for m in marks]
-            lines.append(f"| {opt} | " + " | ".join(row) + " |")
-    return lines
-
-
-def error_lines(df: pd.DataFrame, opts: list[str], marks: list[float]) -> list[str]:
-    lines = [
-        "| optimizer | " + " | ".join(f"test error @{m:g} passes" for m in marks) + " |",
-        "|" + "---|" * (len(marks) + 1),
-    ]
-    for opt in opts:
-        if opt in set(df["optimizer"]):
-            row = [fmt(at(df, opt, "test_error", m), percent=True) for m in marks]
-            lines.append(f"| {opt} | " + " | ".join(row) + " |")
-    return lines
-
-
-def gap_lines(df: pd.DataFrame, opts: list[str], passes: list[float]) -> list[str]:
-    lines = [
-        "| optimizer | "
-        + " | ".join(f"est/true @{p:g}" for p in passes)
-        + " | ls_evals / iteration |",
-        "|" + "---|" * (len(passes) + 2),
-    ]
-    for opt in opts:
-        sub = df[df["optimizer"] == opt]
-        if sub.empty or sub["gap_estimate"].isna().all():
-            continue
-        ratio = [fmt(at(df, opt, "gap_ratio", p)) for p in passes]
-        last = sub.groupby("seed").tail(1)
-        ls = Spread.of(
-            list(last["ls_evals"].astype(float) / last["iterations"].astype(float).clip(lower=1))
-        )
-        lines.append(f"| {opt} | " + " | ".join(ratio) + f" | {fmt(ls)} |")
-    return lines
-
-
-def counting_lines(df: pd.DataFrame) -> list[str]:
-    """E10's counting ratios, from each optimizer's lowest seed (they are counts, not
-    readings of a noisy curve)."""
-    lines = [
-        "| optimizer | oracle calls / iteration | updates / iteration | "
-        "forward calls / iteration, first → last pass |",
-        "|---|---|---|---|",
-    ]
-    for opt, sub in df.groupby("optimizer"):
-        sub = sub[(sub["seed"] == sub["seed"].min()) & (sub["iterations"] > 0)]
-        if sub.empty:
-            continue
-        last = sub.iloc[-1]
-        it = sub["iterations"].diff().fillna(sub["iterations"])
-        fw = sub["forward_calls"].diff().fillna(sub["forward_calls"])
-        k = max(1, len(fw) // 8)  # the first and the last eighth of the checkpoints
-        first = fw.iloc[:k].sum() / max(it.iloc[:k].sum(), 1)
-        tail = fw.iloc[-k:].sum() / max(it.iloc[-k:].sum(), 1)
-        lines.append(
-            f"| {opt} | {last['iteration_oracle_calls'] / last['iterations']:.3f} | "
-            f"{last['updates'] / last['iterations']:.3f} | {first:.3f} → {tail:.3f} |"
-        )
-    return lines
-
-
-def where_lines(df: pd.DataFrame) -> list[str]:
-    """Where the seconds were measured: backend, threads and worker of the seconds
-    figure's runs and of the others, and the load average the former saw."""
-    last = df.groupby("run_id").tail(1)
-    timed = last["optimizer"].isin(SECONDS_METHODS)
-    out = []
-    for label, part in (("the seconds figure's", last[timed]), ("the other", last[~timed])):
-        if part.empty:
-            continue
-        place = []
-        for col in ("backend", "threads", "worker"):
-            vals = sorted({str(v) for v in part[col].dropna()}) if col in part else []
-            place.append(f"{col} {', '.join(vals) if vals else 'not recorded'}")
-        out.append(f"{label.capitalize()} {len(part)} runs: " + "; ".join(place) + ".")
-    part = last[timed]
-    if "load_end" in part and part["load_end"].notna().any():
-        rec = part.dropna(subset=["load_start", "load_end"])
-        out.append(
-            f"The 1-minute load average at their start was {rec['load_start'].min():.2f}–"
-            f"{rec['load_start'].max():.2f} and at their end {rec['load_end'].min():.2f}–"
-            f"{rec['load_end'].max():.2f} ({len(rec)} of {len(part)} runs recorded it; a run "
-            "alone on the machine reads about its own thread count)."
-        )
-    elif not part.empty:
-        out.append("The load average was not recorded for these runs (before it was).")
-    if not part.empty and set(part["backend"].dropna().astype(str)) - {"serial"}:
-        out.append(
-            "**Some of the seconds figure's runs did not run one at a time**: their seconds "
-            "are not comparable."
-        )
-    return [" ".join(out)]
-
-
-#: The readings the verdict table quotes, as ratios paired by seed: (claim, problem,
-#: numerator, denominator, axis, x per n or passes). "×3.1 [2.5–3.8]": the numerator's
-#: P − P* is 3.1 times the denominator's (median over seeds, min–max).
-VERDICT_RATIOS: tuple[tuple[str, str, str, str, str, float], ...] = (
-    ("E2", "ocr", "sdca-gap[sub_precision=0.01]", "sdca-gap", "effective_passes", 30),
-    ("E2", "ocr", "sdca-gap[sub_precision=1e-05]", "sdca-gap", "effective_passes", 30),
-    ("E2", "ocr", "sdca-gap[sub_precision=0.5]", "sdca-gap", "effective_passes", 30),
-    ("E2", "ocr", "sdca-gap[start=previous]", "sdca-gap", "effective_passes", 30),
-    ("E2", "ner-nl", "sdca-gap[sub_precision=0.5]", "sdca-gap", "effective_passes", 15),
-    ("E2", "conll2000", "sdca-gap[sub_precision=0.5]", "sdca-gap", "effective_passes", 15),
-    ("E3", "ocr", "sdca-gapimp", "sdca-gap", "effective_passes", 30),
-    ("E3", "ocr", "sdca-importance", "sdca", "effective_passes", 30),
-    ("E3", "ocr", "sdca-max", "sdca-gap", "effective_passes", 30),
-    ("E4", "ner-nl", "sdca-gap[non_uniformity=1.0]", "sdca-gap", "effective_passes", 10),
-    ("E4", "ner-nl", "sdca-gap[refresh_period=1]", "sdca-gap", "effective_passes", 10),
-    ("E6", "ocr", "sag-nus-star", "sdca-gap", "oracle_calls", 15),
-    ("E6", "conll2000", "sag-nus-star", "sdca-gap", "oracle_calls", 5),
-    ("E6", "ner-nl", "sag-nus-star", "sdca-gap", "oracle_calls", 5),
-    ("E6", "pos-ewt", "sag-nus-star", "sdca-gap", "oracle_calls", 5),
-    ("E6", "pos-conll2000", "sag-nus-star", "sdca-gap", "oracle_calls", 2),
-    ("E7", "ocr", "oeg", "sdca", "updates", 5),
-    ("E7", "conll2000", "oeg", "sdca", "updates", 5),
-    ("E7", "ner-nl", "oeg", "sdca", "updates", 5),
-    ("E7", "pos-ewt", "oeg", "sdca", "updates", 5),
-    ("E7", "pos-conll2000", "oeg", "sdca", "updates", 2),
-    ("E7", "conll2000", "sag-nus-star", "sdca-gap", "updates", 5),
-    ("E7", "ner-nl", "sag-nus-star", "sdca-gap", "updates", 5),
-    ("E7", "pos-ewt", "sag-nus-star", "sdca-gap", "updates", 5),
-    ("E9", "ocr", "sag-nus", "sag-nus-star", "effective_passes", 30),
-    ("E9", "conll2000", "sag-nus", "sag-nus-star", "effective_passes", 15),
-    ("E9", "ner-nl", "sag-nus", "sag-nus-star", "effective_passes", 15),
-    ("E9", "pos-ewt", "sag-nus", "sag-nus-star", "effective_passes", 10),
-    ("E9", "ocr", "oeg-norp", "oeg", "effective_passes", 30),
-    ("E9", "conll2000", "oeg-norp", "oeg", "effective_passes", 15),
-    ("E9", "ner-nl", "oeg-norp", "oeg", "effective_passes", 15),
-    ("E9", "pos-ewt", "oeg-norp", "oeg", "effective_passes", 10),
-    ("E9", "ocr", "saga-nus", "sag-nus-star", "effective_passes", 30),
-    # SBA15 Fig. 1's plain OEG is the uniform start (LPL18 fn. 8): oeg-c0
-    ("E9", "ocr", "oeg-c0", "sag-nus-star", "effective_passes", 30),
-    ("E9", "conll2000", "oeg-c0", "sag-nus-star", "effective_passes", 15),
-    ("E9", "ner-nl", "oeg-c0", "sag-nus-star", "effective_passes", 15),
-    ("E9", "pos-ewt", "oeg-c0", "sag-nus-star", "effective_passes", 10),
-    ("E9", "ocr", OEG_SBA15, "sag-nus-star", "effective_passes", 30),
-    ("E9", "conll2000", OEG_SBA15, "sag-nus-star", "effective_passes", 15),
-    ("E9", "ner-nl", OEG_SBA15, "sag-nus-star", "effective_passes", 15),
-    ("E9", "pos-ewt", OEG_SBA15, "sag-nus-star", "effective_passes", 10),
-    ("E9", "ner-nl", OEG_SBA15, "oeg", "effective_passes", 15),
-    ("E9", "ocr", "sg-nus", "sg", "effective_passes", 30),
-    ("E9", "ocr", "sg-nus[skipping=true]", "sg", "effective_passes", 30),
-    ("E9", "conll2000", "sg-nus", "sg", "effective_passes", 15),
-    ("E9", "ner-nl", "sg-nus", "sg", "effective_passes", 15),
-    ("E9", "pos-ewt", "sg-nus", "sg", "effective_passes", 10),
-    ("E9", "ocr", "sg-nus[step_size=0.01]", "sg[step_size=0.01]", "effective_passes", 30),
-    ("E9", "ocr", "sg-nus[step_size=1.0]", "sg[step_size=1.0]", "effective_passes", 30),
-    ("E9", "ocr", "sag-nus-star[initial_lipschitz=0.001]", "sag-nus-star", "effective_passes", 30),
-    ("E11", "ocr", "sdca-cyclic", "sdca", "effective_passes", 30),
-    ("E11", "ocr", "sdca-perm", "sdca", "effective_passes", 30),
-)
-
-_AXIS_WORDS = {
-    "effective_passes": "passes",
-    "oracle_calls": "oracle calls/n",
-    "updates": "updates/n",
-}
-
-
-def verdict_lines(frames: dict[str, pd.DataFrame]) -> list[str]:
-    """The ratios the verdict table quotes, each with its spread over paired seeds."""
-    lines = [
-        "| | problem | P−P* of | over | at | ratio, median [min–max] over seeds | seeds |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for claim, problem, num, den, axis, x in VERDICT_RATIOS:
-        df = frames.get(problem)
-        if df is None or df.empty:
-            continue
-        have = set(df["optimizer"])
-        if num not in have or den not in have:
-            continue
-        scale = float(df["n"].iloc[0]) if axis != "effective_passes" else 1.0
-        sp = spread_ratio(
-            df[df["optimizer"] == num], df[df["optimizer"] == den], "subopt", x * scale, axis
-        )
-        lines.append(
-            f"| {claim} | {problem} | {num} | {den} | {x:g} {_AXIS_WORDS[axis]} | "
-            f"{format_spread(sp, ratio=True)} | {sp.count} |"
-        )
-    return lines
 
 
 # ----------------------------------------------------------------------------- figures
@@ -931,7 +437,7 @@ def make_outputs(init_offset: bool = True, scale: str = "paper", partial: bool =
             "",
             f"P(0) = {df['P0'].iloc[0]:.6g}",
             "",
-            *where_lines(df),
+            *where_lines(df, SECONDS_METHODS),
             "",
         ]
         out += [*numbers_table(df, sorted(df["optimizer"].unique()), passes), ""]

@@ -241,8 +241,11 @@ def test_report_and_reproduce_share_one_analysis_module(monkeypatch):
     reproduce = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, reproduce)  # its dataclasses look it up
     spec.loader.exec_module(reproduce)
-    for name in ("curve_figure", "line_styles", "spread_value_at", "spread_reach", "format_spread"):
+    tables = sys.modules["repro_tables"]  # its tables, imported from its folder
+    for name in ("curve_figure", "line_styles"):
         assert getattr(reproduce, name) is getattr(analysis, name)
+    for name in ("spread_value_at", "spread_reach", "format_spread"):
+        assert getattr(tables, name) is getattr(analysis, name)
     assert (
         report.line_styles is analysis.line_styles and report.curve_figure is analysis.curve_figure
     )

@@ -142,7 +142,7 @@ def test_seconds_methods_run_one_at_a_time_first_and_the_rest_in_parallel(
     assert last["load_start"].notna().all() and last["load_end"].notna().all()
     assert (last["load_end"] >= 0).all()
 
-    where = " ".join(rep.where_lines(df))
+    where = " ".join(rep.where_lines(df, rep.SECONDS_METHODS))
     assert "The seconds figure's 3 runs: backend serial" in where
     assert "The other 6 runs: backend joblib; threads 1" in where
     assert "load average at their start" in where and "3 of 3 runs recorded it" in where
@@ -156,7 +156,7 @@ def test_seconds_runs_outside_the_serial_backend_are_flagged(rep, monkeypatch):
     monkeypatch.setattr(rep, "SECONDS_METHODS", ())  # every run goes to the workers
     rep.run_grids(["synthetic"], "paper", jobs=2)
     monkeypatch.setattr(rep, "SECONDS_METHODS", ("sg",))  # read as if sg were timed
-    where = " ".join(rep.where_lines(rep.load("synthetic")))
+    where = " ".join(rep.where_lines(rep.load("synthetic"), rep.SECONDS_METHODS))
     assert "did not run one at a time" in where
 
 

@@ -129,9 +129,9 @@ def tree_update(tree, P, i, q):
 
 
 @jit
-def tree_sample(tree, P, u):
-    """Leaf index drawn with probability ∝ its weight, from one uniform u ∈ [0, 1)."""
-    x = u * tree[1]
+def tree_sample(tree, P, uniform):
+    """Leaf index drawn with probability ∝ its weight, from one ``uniform`` in [0, 1)."""
+    x = uniform * tree[1]
     j = 1
     while j < P:
         left = 2 * j
@@ -178,8 +178,8 @@ def maxtree_argmax(tree, P):
 
 
 @jit
-def _uniform_index(n, u):
-    i = int(u * n)
+def _uniform_index(n, uniform):
+    i = int(uniform * n)
     return i if i < n else n - 1
 
 
@@ -202,43 +202,45 @@ def _epoch_start(st):
 
 
 @jit(inline=True)
-def _draw_nus(st, u1, u2):
+def _draw_nus(st, coin, uniform):
     """SLRB13 §5.5: unseen w.p. (n − m)/n; else uniform over seen w.p. 1 − ρ, else ∝ q_i."""
     n = st.n
     a = (n - st.ints[_SEEN]) / n
-    if u1 < a:
-        return tree_sample(st.unseen, st.P, u2)
-    r = (u1 - a) / (1.0 - a)  # a fresh uniform, given u1 ≥ a
+    if coin < a:
+        return tree_sample(st.unseen, st.P, uniform)
+    r = (coin - a) / (1.0 - a)  # a fresh uniform, given coin ≥ a
     total = st.tree[1]
     if r < 1.0 - st.rho or not (total > 0.0) or not math.isfinite(total):
-        return tree_sample(st.seen, st.P, u2)
-    return tree_sample(st.tree, st.P, u2)
+        return tree_sample(st.seen, st.P, uniform)
+    return tree_sample(st.tree, st.P, uniform)
 
 
 @jit
-def sampler_draw(st, u1, u2):
-    """The next example index, from two uniforms in [0, 1)."""
+def sampler_draw(st, coin, uniform):
+    """The next example index, from two uniforms in [0, 1): ``coin`` picks the mixture's
+    component (gap/importance share ρ, NUS's unseen/seen split), ``uniform`` the index.
+    (Named so because ``u`` is the scaled weights of w = s·u elsewhere.)"""
     n = st.n
     if st.ints[_IT] % n == 0:
         _epoch_start(st)
     st.ints[_IT] += 1
     kind = st.kind
     if kind == UNIFORM:
-        return _uniform_index(n, u2)
+        return _uniform_index(n, uniform)
     if kind in (PERMUTATION, CYCLIC):
         c = st.ints[_CURSOR]
         st.ints[_CURSOR] = c + 1
         return st.order[c]
     if kind == NUS:
-        return _draw_nus(st, u1, u2)
-    if u1 >= st.rho:
-        return _uniform_index(n, u2)
+        return _draw_nus(st, coin, uniform)
+    if coin >= st.rho:
+        return _uniform_index(n, uniform)
     if kind == MAX:
         return maxtree_argmax(st.tree, st.P)
     total = st.tree[1]
     if not (total > 0.0) or not math.isfinite(total):
-        return _uniform_index(n, u2)
-    return tree_sample(st.tree, st.P, u2)
+        return _uniform_index(n, uniform)
+    return tree_sample(st.tree, st.P, uniform)
 
 
 @jit
@@ -414,8 +416,8 @@ class Sampler:
 
     def sample(self) -> int:
         """One draw from Python (uses the same stream as a compiled block)."""
-        u = self.prepare(1)
-        return int(sampler_draw(self.state, u[0, 0], u[0, 1]))
+        uniforms = self.prepare(1)
+        return int(sampler_draw(self.state, uniforms[0, 0], uniforms[0, 1]))
 
     def update(self, i: int, gap: float = 0.0, delta: float = 0.0) -> None:
         """Feedback after visiting example i (see :func:`sampler_feedback`)."""
