@@ -376,23 +376,11 @@ class SDCAPasscode(crfopt.Optimizer):
         )
         T = self.threads_for(p, prm)
         self._threads = T
-        lengths = np.diff(kd.offsets)
-        parts = [np.arange(p.n, dtype=np.int64)] if T == 1 else partition(lengths, T)
+        parts = [np.arange(p.n, dtype=np.int64)] if T == 1 else partition(np.diff(kd.offsets), T)
         self._members = np.zeros((T, max(len(q) for q in parts)), dtype=np.int64)
-        importance = p.lam + p.radii() / p.n if prm["sampler"] in ("importance", "gapimp") else None
-        self._samplers = []
         for t, part in enumerate(parts):
             self._members[t, : len(part)] = part
-            self._samplers.append(
-                crfopt.Sampler(
-                    prm["sampler"],
-                    len(part),
-                    self.rng,
-                    non_uniformity=prm["non_uniformity"],
-                    initial_gap=prm["initial_gap"],
-                    importance=None if importance is None else importance[part],
-                )
-            )
+        self._samplers = self._make_samplers(parts)
         self._cursor = 0  # the thread that gets a block's first leftover iteration
         K, L, S = p.n_labels, int(kd.max_len), pieces.max_support(kd)
         self._E_locs = np.zeros((T, S, K))
@@ -403,20 +391,42 @@ class SDCAPasscode(crfopt.Optimizer):
         self._int_cells = np.zeros((T, _ROW), dtype=np.int64)
         self._done = np.zeros(T, dtype=np.int64)
         self._sums = np.zeros(3)  # the last block's (‖w‖² change, ε², ‖Σ Δ‖²)
-        rows = int(kd.n_kernel_attributes)
-        if T == 1:  # sdca's arrays and nothing else: no copies, no increments
-            self._scratch = scratches[0]
-            self._deltas = np.zeros((1, 0))
-            self._flags = np.zeros((1, 0), dtype=np.uint8)
-            self._rows = np.zeros((1, 0), dtype=np.int64)
-            self._n_rows = np.zeros((1, _ROW), dtype=np.int64)
-            return
-        st = self._state
-        self._u_exact = st.u.copy()
-        self._deltas = np.zeros((T, p.dim))
+        rows = int(kd.n_kernel_attributes) if T > 1 else 0  # one thread: no increments
+        self._deltas = np.zeros((T, p.dim if T > 1 else 0))
         self._flags = np.zeros((T, rows), dtype=np.uint8)
         self._rows = np.zeros((T, rows), dtype=np.int64)
         self._n_rows = np.zeros((T, _ROW), dtype=np.int64)
+        if T == 1:  # sdca's own arrays, no copies
+            self._scratch = scratches[0]
+        else:
+            self._u_exact = self._state.u.copy()
+            self._thread_arrays(scratches)
+
+    def _make_samplers(self, parts: list[np.ndarray]) -> list[crfopt.Sampler]:
+        """One sampler per part, over its local indices 0 … len(part) − 1 (§3.3)."""
+        p = self.problem
+        prm = self.params
+        importance = None
+        if prm["sampler"] in ("importance", "gapimp"):
+            importance = p.lam + p.radii() / p.n  # L_i = λ + R_i/n (§1.7)
+        return [
+            crfopt.Sampler(
+                prm["sampler"],
+                len(part),
+                self.rng,
+                non_uniformity=prm["non_uniformity"],
+                initial_gap=prm["initial_gap"],
+                importance=None if importance is None else importance[part],
+            )
+            for part in parts
+        ]
+
+    def _thread_arrays(self, scratches: list[Any]) -> None:
+        """What each thread of a parallel block gets for itself: the state with its own
+        total cells, the problem's arrays with its own audit cell, a counter row."""
+        T = self._threads
+        st = self._state
+        kd = self.problem.data
         thread_states = [
             st._replace(
                 gap_sum=self._cells[t, _GAP : _GAP + 1],
