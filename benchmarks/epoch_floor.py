@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(runs[0] if len(runs) == 1 else runs))
         return 0
-    from performance import EPOCH_TARGETS  # the script's folder is on sys.path
+    from targets import EPOCH_TARGETS  # the script's folder is on sys.path
 
     for name, results in combine(runs).items():
         print("\n".join(table(name, results, EPOCH_TARGETS[name])), end="\n\n")

@@ -44,7 +44,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 os.environ.setdefault("CRFOPT_DATA", str(HERE.parents[1] / "shared" / "datasets"))
 
-from performance import crfsuite_items, crfsuite_weights  # noqa: E402
+from crfsuite import crfsuite_items, crfsuite_weights  # noqa: E402
 
 import crfopt  # noqa: E402
 from crfopt.bench.evaluator import Evaluator  # noqa: E402

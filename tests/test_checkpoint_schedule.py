@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 import crfopt
 from crfopt.bench import runner
-from crfopt.bench.runner import MIN_EVERY, Schedule, run
+from crfopt.bench.budget import MIN_EVERY, Schedule
+from crfopt.bench.runner import run
 
 
 @pytest.mark.parametrize("x", ["1e-300", "5e-324", "1e-7", "inf", "nan", "-1", "0"])

@@ -153,3 +153,65 @@ def test_crfopt_compile_refuses_unknown_kinds_and_optimizers_before_compiling(ar
     assert res.exit_code == 2, res.output
     assert named in res.output
     assert "compiled" not in res.output
+
+
+# A trained model's decoding after `crfopt compile`, loaded from a file as `crfopt tag`
+# loads it, on a sentence and on a batch large enough for numba's threads.
+TAG_SCRIPT = """
+import json, sys
+import numpy as np
+from numba.core import event
+import crfopt
+from crfopt.apps.model import Model
+from crfopt.kernels._numba import PARALLEL_FROM
+
+compiled = []
+
+class Count(event.Listener):
+    def on_start(self, ev):
+        func = ev.data["dispatcher"].py_func
+        if func.__module__.split(".")[0] == "crfopt":
+            compiled.append(func.__module__ + "." + func.__qualname__)
+    def on_end(self, ev):
+        pass
+
+event.register("numba:compile", Count())
+problem = crfopt.make_synthetic(n=5, labels=3, attributes=6, length=4, seed=0)
+w = np.random.default_rng(0).normal(size=problem.dim)
+model = Model.load(Model.from_problem(problem, w).save(sys.argv[1]))
+rng = np.random.default_rng(1)
+for n in (6, PARALLEL_FROM + 1):
+    counts = rng.integers(0, 4, size=n)
+    indptr = np.concatenate(([0], np.cumsum(counts)))
+    indices = rng.integers(0, 6, size=int(indptr[-1]))
+    lengths = np.full(n, 1)
+    model.viterbi(indptr, indices, rng.uniform(size=len(indices)), lengths)
+    model.node_marginals(indptr, indices, np.ones(len(indices)), lengths)
+print(json.dumps(sorted(set(compiled))))
+"""
+
+
+@pytest.mark.slow  # compiles L-BFGS's and the decoding's kernels from nothing: minutes
+@pytest.mark.skipif(not JIT_ENABLED, reason="compiling exists only with the JIT")
+def test_after_crfopt_compile_tagging_compiles_nothing(tmp_path):
+    """`crfopt compile` also compiles what `crfopt tag` and CRF.predict run
+    (the csr_* kernels), with the argument types a loaded model passes."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    warm = subprocess.run(
+        [sys.executable, "-m", "crfopt", "compile", "--optimizers", "lbfgs", "--kinds", "sparse"],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=env,
+    )
+    assert warm.returncode == 0, warm.stdout[-2000:] + warm.stderr[-2000:]
+    assert "tagging: ok" in warm.stdout + warm.stderr
+    out = subprocess.run(
+        [sys.executable, "-c", TAG_SCRIPT, str(tmp_path / "m.crfopt")],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=env,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

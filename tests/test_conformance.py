@@ -14,11 +14,10 @@ import pytest
 from docs_examples import write_sgd_plugin
 
 import crfopt
+from crfopt.bench.checks import check_initialization_cost, check_no_global_rng
 from crfopt.bench.conformance import (
     ConformanceError,
     Subject,
-    check_initialization_cost,
-    check_no_global_rng,
     check_optimizer,
     checks_for,
     parametrize_with_checks,

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import crfopt
-from crfopt.apps.estimator import NotFittedError, item_attributes
+from crfopt.apps.estimator import NotFittedError
+from crfopt.apps.items import item_attributes
 from crfopt.apps.model import Model, ModelFormatError
 from crfopt.bench.evaluator import Evaluator
 

@@ -481,3 +481,41 @@ def test_local_sums_agree_to_the_last_bit_for_every_label_count(K):
         products = np.concatenate([(U[data.support[lo:hi]] * E).ravel(), (W * trans).ravel()])
         assert sq == pytest.approx(exact_sq, rel=1e-14)
         assert dot == pytest.approx(math.fsum(products), rel=1e-12, abs=1e-12)
+
+
+@needs_jit
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("parallel_from", [0, 10**9])  # numba's threads, the caller's
+def test_decode_twins_agree(bias, parallel_from, monkeypatch):
+    """The CSR decode kernels, compiled and NumPy: the same Viterbi labels and node
+    marginals of a batch whose sequences are partly scaled, partly in log space (one
+    large weight on an attribute some tokens have), with real-valued attributes."""
+    from crfopt.kernels._numba import decode
+
+    JT = _jit()
+    monkeypatch.setattr(decode, "PARALLEL_FROM", parallel_from)
+
+    rng = np.random.default_rng(21 + bias)
+    K, A, n = 6, 30, 70
+    lengths = rng.integers(1, 12, size=n)
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    N = int(offsets[-1])
+    counts = rng.integers(0, 5, size=N)
+    indptr = np.concatenate(([0], np.cumsum(counts)))
+    indices = np.concatenate([np.sort(rng.choice(A, size=c, replace=False)) for c in counts])
+    values = rng.uniform(-1.5, 1.5, size=len(indices))
+    emission = rng.normal(size=(A, K))
+    emission[7, 2] = 800.0  # rows holding attribute 7 span > LOG_SPAN_LIMIT
+    assert 0 < np.isin(indices, 7).sum() < N
+    bias_block = rng.normal(size=(K, 3)) if bias else np.zeros((K, 0))
+    trans = rng.normal(size=(K, K))
+    args = (offsets, indptr, indices.astype(np.int32), values, emission, bias_block, trans)
+    labels = [np.full(N, -1, dtype=np.int64) for _ in range(2)]
+    nodes = [np.full((N, K), np.nan) for _ in range(2)]
+    JT.csr_viterbi(*args, labels[0])
+    NP.csr_viterbi(*args, labels[1])
+    JT.csr_node_marginals(*args, nodes[0])
+    NP.csr_node_marginals(*args, nodes[1])
+    np.testing.assert_array_equal(labels[0], labels[1])
+    np.testing.assert_allclose(nodes[0], nodes[1], **TOL)
+    np.testing.assert_allclose(nodes[0].sum(axis=1), 1.0, rtol=1e-12)

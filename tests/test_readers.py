@@ -12,7 +12,7 @@ import scipy.io
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crfopt.data.features import featurize, load_template
+from crfopt.data.features import featurize
 from crfopt.data.readers import (
     DataFormatError,
     read_conll,
@@ -21,6 +21,7 @@ from crfopt.data.readers import (
     read_letter_data,
     read_sag4crf_mat,
 )
+from crfopt.data.template_files import load_template
 
 DUTCH = """-DOCSTART- -DOCSTART- O
 De Art O

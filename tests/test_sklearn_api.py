@@ -137,7 +137,7 @@ def _brute_force_marginals(crf, sent):
     weight blocks (docs/algorithms.md §1: emission W_E, bias W_B = (count, first,
     last), transition W_T[y_t, y_{t+1}]).
     """
-    from crfopt.apps.estimator import item_attributes
+    from crfopt.apps.items import item_attributes
 
     m = crf.model_
     col = {a: j for j, a in enumerate(m.attributes)}

@@ -17,7 +17,9 @@ from crfopt.apps.cli import main
 from crfopt.apps.model import Model
 from crfopt.apps.tagging import chunk_scores, read_input, tag_corpus, write_tagged
 from crfopt.data.corpus import load_corpus
+from crfopt.data.features import Template, TemplateEncoder, _token_attributes
 from crfopt.data.readers import read_conll
+from crfopt.data.vocabulary import Vocabulary
 
 # ----------------------------------------------------------------------------- conlleval
 
@@ -345,3 +347,86 @@ def test_estimator_models_carry_no_template():
     X = [[{"w": "a"}, {"w": "b"}], [{"w": "b"}]]
     crf = crfopt.CRF(optimizer="lbfgs", max_passes=5).fit(X, [["A", "B"], ["B"]])
     assert crf.model_.template is None
+
+
+# ----------------------------------------------------------------------------- encoding
+
+ENCODER_TEMPLATE = Template.from_spec(
+    {
+        "name": "encoder-test",
+        "features": [
+            {"name": "w", "column": "word", "window": [-1, 0, 2]},
+            {"name": "lw", "column": "word", "transform": "lower"},
+            {"name": "suf", "column": "word", "transform": "suffix:2", "offset": 1},
+            {"name": "t", "column": "word", "transform": "istitle", "window": [0, -1]},
+            {"name": "d", "column": "word", "transform": "hasdigit"},
+            {"name": "w|p", "parts": [{"column": "word", "offset": -1}, {"column": "pos"}]},
+            {
+                "name": "p|p|p",
+                "parts": [
+                    {"column": "pos", "offset": -1},
+                    {"column": "pos"},
+                    {"column": "pos", "offset": 1},
+                ],
+            },
+            {"name": "x=y", "column": "pos"},  # a feature name holding '='
+            {"name": "w", "column": "word"},  # w[0] twice: one column
+        ],
+    }
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    sentences=st.lists(
+        st.lists(
+            st.tuples(
+                st.text("aB=|1", min_size=1, max_size=3),
+                st.sampled_from(["DT", "NN", "V=B", "N|N", "x"]),
+            ),
+            min_size=1,
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+    rng=st.randoms(use_true_random=False),
+)
+def test_template_encoder_gives_the_columns_of_the_attribute_strings(sentences, rng):
+    """TemplateEncoder (no strings formed) encodes every token as the template's attribute
+    strings looked up in a frozen dictionary do: the same sorted distinct columns, unknown
+    attributes dropped; values and feature names holding '=' and '|' included."""
+    columns = ("word", "pos")
+    col_index = {"word": 0, "pos": 1}
+    seen = [name for s in sentences for tok in _token_attributes(s, ENCODER_TEMPLATE, col_index)
+            for name in tok]  # fmt: skip
+    names = [n for n in dict.fromkeys(seen) if rng.random() < 0.7]
+    names += ["w[0]", "zz=1", "w[0]=", "t[0].istitle=x", "x=y[0]"]  # near misses
+    rng.shuffle(names)
+    names = list(dict.fromkeys(names))
+    vocab = Vocabulary(names, frozen=True)
+    want_ptr, want_idx = [0], []
+    for sent in sentences:
+        for tok in _token_attributes(sent, ENCODER_TEMPLATE, col_index):
+            want_idx += vocab.token(tok)
+            want_ptr.append(len(want_idx))
+    lengths, indptr, indices = TemplateEncoder(ENCODER_TEMPLATE, names).encode(sentences, columns)
+    assert lengths.tolist() == [len(s) for s in sentences]
+    assert indptr.tolist() == want_ptr
+    assert indices.tolist() == want_idx
+
+
+def test_a_file_in_another_layout_is_warned_about(trained, tmp_path):
+    """A `word label` file read as the model's `word pos`: its pos column holds the chunk
+    tags, values the model never saw there."""
+    d = trained[0]
+    lines = [" ".join((tok[0], tok[2])) if tok else "" for tok in
+             (ln.split() for ln in (d / "test.txt").read_text().splitlines())]  # fmt: skip
+    (tmp_path / "wl.txt").write_text("\n".join(lines) + "\n")
+    res = CliRunner().invoke(
+        main, ["tag", "--model", str(d / "m.crfopt"), str(tmp_path / "wl.txt")]
+    )
+    assert res.exit_code == 0, res.output
+    assert "column 'pos'" in res.output and "never saw there" in res.output
+    res = CliRunner().invoke(main, ["tag", "--model", str(d / "m.crfopt"), str(d / "test.txt")])
+    assert "never saw there" not in res.output

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from crfopt.apps.estimator import _encode, item_attributes
+from crfopt.apps.items import encode_items, item_attributes
 from crfopt.data.features import Template, featurize
 from crfopt.data.readers import Corpus
 from crfopt.data.vocabulary import Vocabulary, drop_columns
@@ -76,19 +76,19 @@ def test_featurize_uses_the_training_dictionary():
 def test_estimator_encoding_grows_then_drops():
     v = Vocabulary()
     X = [[{"w": "the", "len": 3}, {"w": "cat", "up": True}]]
-    lengths, indptr, indices, values, dropped = _encode(X, v)
+    lengths, indptr, indices, values, dropped = encode_items(X, v)
     assert v.names == ["w:the", "len", "w:cat", "up"]
     assert lengths.tolist() == [2] and indptr.tolist() == [0, 2, 4]
     assert indices.tolist() == [0, 1, 2, 3] and values.tolist() == [1.0, 3.0, 1.0, 1.0]
     assert dropped == 0
     v.freeze()
-    _, indptr, indices, values, dropped = _encode([[{"w": "dog", "len": 3}]], v)
+    _, indptr, indices, values, dropped = encode_items([[{"w": "dog", "len": 3}]], v)
     assert indptr.tolist() == [0, 1] and indices.tolist() == [1] and values.tolist() == [3.0]
     assert dropped == 1 and v.names == ["w:the", "len", "w:cat", "up"]
 
 
 # --------------------------------------------------------------------------------------
-# The batch paths (Vocabulary.lookup_many, the estimator's fast _encode) against the
+# The batch paths (Vocabulary.lookup_many, the estimator's fast encode_items) against the
 # one-occurrence-at-a-time rules they replace.
 
 
@@ -158,14 +158,19 @@ def _random_corpus(rng, n_sent, *, flat):
 
 @pytest.mark.parametrize("flat", [True, False], ids=["flat", "mixed"])
 @pytest.mark.parametrize("seed", range(4))
-def test_fast_encode_matches_the_one_at_a_time_rule(seed, flat):
+@pytest.mark.parametrize("table", [True, False], ids=["table", "sort"])
+def test_fast_encode_matches_the_one_at_a_time_rule(seed, flat, table, monkeypatch):
+    from crfopt.apps import items
+
+    if not table:  # the pairs numbered by a sort, as for inputs with many keys and values
+        monkeypatch.setattr(items, "PAIR_TABLE_SLOTS", -(10**9))
     rng = np.random.default_rng(seed)
     train = _random_corpus(rng, 60, flat=flat)
     test = _random_corpus(rng, 30, flat=flat)
     test[0][0] = {"never": "seen", "bias": 1.0, "also_new": 3.0}  # dropped occurrences
     fast, ref = Vocabulary(), Vocabulary()
     for X in (train, test):
-        got = _encode(X, fast)
+        got = encode_items(X, fast)
         want = _reference_encode(X, ref)
         assert [a.tolist() for a in got[:4]] == list(want[:4])
         assert got[4] == want[4]
@@ -176,21 +181,25 @@ def test_fast_encode_matches_the_one_at_a_time_rule(seed, flat):
     assert ref.dropped >= 2  # the frozen pass did drop something
 
 
-def test_fast_encode_refuses_by_type_not_by_what_was_seen():
-    """A value equal to an accepted one (numpy.bool_(True) == 1, Decimal(2) == 2) is
-    refused as item_attributes refuses it, also after the equal value was seen."""
+def test_fast_encode_decides_by_type_not_by_what_was_seen():
+    """A value equal to an earlier one (numpy.bool_(True) == 1, Decimal(2) == 2,
+    complex(1, 0) == 1) is accepted or refused as item_attributes takes it, whether or
+    not the equal value was seen first."""
     from decimal import Decimal
 
-    for bad in (np.bool_(True), Decimal(2), complex(1, 0)):
-        X = [[{"a": 1, "b": 2}], [{"a": bad}]]
-        with pytest.raises(TypeError, match="unsupported value type"):
-            _encode(X, Vocabulary())
+    for value in (np.bool_(True), Decimal(2)):
+        for X in ([[{"a": 1, "b": 2}], [{"a": value}]], [[{"a": value}]]):
+            got = encode_items(X, Vocabulary())
+            assert [a.tolist() for a in got[:4]] == list(_reference_encode(X, Vocabulary())[:4])
+    X = [[{"a": 1, "b": 2}], [{"a": complex(1, 0)}]]
+    with pytest.raises(TypeError, match="unsupported value type"):
+        encode_items(X, Vocabulary())
     with pytest.raises(ValueError, match="non-finite"):
-        _encode([[{"a": 1.0}, {"a": float("nan")}]], Vocabulary())
+        encode_items([[{"a": 1.0}, {"a": float("nan")}]], Vocabulary())
     with pytest.raises(TypeError, match="feature keys must be strings"):
-        _encode([[{"a": 1.0}, {1: "x"}]], Vocabulary())
+        encode_items([[{"a": 1.0}, {1: "x"}]], Vocabulary())
     with pytest.raises(ValueError, match="sentence 1 is empty"):
-        _encode([[{"a": 1.0}], []], Vocabulary())
+        encode_items([[{"a": 1.0}], []], Vocabulary())
 
 
 def test_lookup_many_is_lookup_in_turn():

@@ -11,34 +11,26 @@ Users of sklearn-crfsuite switch with one line::
 
 The mapping of sklearn-crfsuite's arguments is in docs/api/estimator.md.
 
-Feature dicts follow python-crfsuite's ``ItemSequence`` rules exactly (the attribute
-names are the same, so ``state_features_`` keys match sklearn-crfsuite's):
-``{"k": 1.5}`` is attribute ``k`` with value 1.5; ``{"k": True}`` is ``k`` with value 1
-and ``{"k": False}`` is ``k`` with value 0 (the attribute exists, it weighs nothing);
-``{"k": "v"}`` is attribute ``k:v`` with value 1; ``{"k": {"a": ...}}`` nests with the
-prefix ``k:`` (so ``{"k": {"a": "v"}}`` is ``k:a:v``); ``{"k": ["a", "b"]}`` gives ``k:a``
-and ``k:b``; a token may also be a list of attribute strings or one string. Keys, string
-values and attribute strings may be ``bytes`` (UTF-8, as python-crfsuite reads them); a
-value may be any real number (``numpy`` scalars, ``Decimal``, ``Fraction``) or bool.
+Tokens are python-crfsuite items (feature dicts, attribute lists or strings), named
+and valued by its rules: crfopt/apps/items.py.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-import numbers
 import os
 import sys
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import chain
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from crfopt.apps.model import Model
+from crfopt.apps.items import as_sentences, encode_items
+from crfopt.apps.model import Model, split_labels
 from crfopt.core.problem import CRFProblem
 from crfopt.data.vocabulary import Vocabulary
 from crfopt.kernels.arrays import Sequences
@@ -86,201 +78,6 @@ UNSUPPORTED_ALGORITHMS = ("ap", "pa", "arow")
 #: checked: each check costs about one pass, so checking every 5 passes keeps it near
 #: a fifth of the work while the stop comes at most 5 passes after the target is met.
 UNMONITORED_EVERY = 5.0
-
-
-def _text(value: str | bytes, what: str) -> str:
-    """A name part given as str or bytes (python-crfsuite takes bytes as UTF-8)."""
-    if isinstance(value, str):
-        return value
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{what}: {value!r} is not UTF-8 text") from None
-
-
-def _is_number(value: Any) -> bool:
-    """A real number python-crfsuite takes as a value (complex is not one)."""
-    return isinstance(value, (numbers.Number, np.number)) and not isinstance(
-        value, (complex, np.complexfloating)
-    )
-
-
-def item_attributes(item: Any, prefix: str = "") -> Iterable[tuple[str, float]]:
-    """(attribute, value) pairs of one token, named exactly as python-crfsuite names them.
-
-    python-crfsuite's ``ItemSequence``: a string value ``{"k": "v"}`` is ``k:v`` with
-    value 1, a nested dict prefixes ``k:``, a list of strings gives ``k:s`` for each,
-    bools are 1/0 and numbers their value (zero included: the attribute exists). Keys and
-    strings may be ``bytes``, read as UTF-8.
-    """
-    if isinstance(item, Mapping):
-        for key, value in item.items():
-            if not isinstance(key, (str, bytes)):
-                raise TypeError(f"feature keys must be strings, got {key!r} ({type(key).__name__})")
-            name = f"{prefix}{_text(key, 'a feature key')}"
-            if isinstance(value, (bool, np.bool_)):
-                yield name, 1.0 if value else 0.0
-            elif isinstance(value, (str, bytes)):
-                yield f"{name}:{_text(value, f'feature {name!r}')}", 1.0
-            elif _is_number(value):
-                v = float(value)
-                if not math.isfinite(v):
-                    raise ValueError(f"feature {name!r} has a non-finite value {value!r}")
-                yield name, v
-            elif isinstance(value, Mapping):
-                yield from item_attributes(value, prefix=f"{name}:")
-            elif isinstance(value, (list, tuple, set, frozenset)):
-                for v in value:
-                    if not isinstance(v, (str, bytes)):
-                        raise TypeError(
-                            f"feature {name!r}: list entries must be strings, got "
-                            f"{type(v).__name__}"
-                        )
-                    yield f"{name}:{_text(v, f'feature {name!r}')}", 1.0
-            else:
-                raise TypeError(
-                    f"feature {name!r}: unsupported value type {type(value).__name__} "
-                    "(use str, bytes, bool, a number, a dict or a list of str)"
-                )
-    elif isinstance(item, (list, tuple, set, frozenset)):
-        for v in item:
-            if not isinstance(v, (str, bytes)):
-                raise TypeError("a token given as a list must list attribute strings")
-            yield f"{prefix}{_text(v, 'an attribute')}", 1.0
-    elif isinstance(item, (str, bytes)):
-        yield f"{prefix}{_text(item, 'an attribute')}", 1.0
-    else:
-        raise TypeError(
-            f"unsupported token type {type(item).__name__} (a dict of features, a list of "
-            "attribute strings or a string)"
-        )
-
-
-def _sentences(X: Iterable[Iterable[Any]], what: str = "X") -> list[list[Any]]:
-    """``X`` as a list of lists: generators (of generators) are read once, here."""
-    if isinstance(X, (str, bytes, Mapping)):
-        raise TypeError(f"{what} must be a sequence of sequences, got a {type(X).__name__}")
-    return [list(s) for s in X]
-
-
-class _NotFlat(Exception):
-    """A token outside the fast path: not a dict, or a value naming several attributes."""
-
-
-#: Value types of the fast path: those :func:`item_attributes` names as one attribute.
-_FLAT_VALUE_TYPES = (str, bytes, int, float, np.integer, np.floating, np.bool_)
-
-
-class _Pairs(dict):
-    """(key, value) of flat feature dicts → entry number, each distinct pair named once.
-
-    A corpus repeats the same few hundred thousand (key, value) pairs millions of times
-    (the same word, suffix or flag), so the pair is looked up in C and only a new pair
-    pays for a Python call: :func:`item_attributes` names and validates it, so the
-    names and errors are exactly the general path's.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: list[str] = []
-        self.values: list[float] = []
-
-    def __missing__(self, pair: tuple[Any, Any]) -> int:
-        key, value = pair
-        if type(key) is str and type(value) is str:  # most new pairs: skip the generator
-            attrs = [(f"{key}:{value}", 1.0)]
-        else:
-            attrs = list(item_attributes({key: value}))
-        if len(attrs) != 1:  # a tuple/set value names 0 or several attributes
-            raise _NotFlat
-        e = self[pair] = len(self.names)
-        self.names.append(attrs[0][0])
-        self.values.append(attrs[0][1])
-        return e
-
-
-def _flat_entries(
-    tokens: list[Any], pairs: _Pairs
-) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
-    """Fast path: every token a dict of str, bool or number values.
-
-    Returns the per-occurrence entry numbers, the entries' names and values, and the
-    per-token occurrence counts; raises :class:`_NotFlat` when a token needs the
-    general path (nested dicts, list values, non-dict tokens, a value type
-    :func:`item_attributes` refuses).
-    """
-    # dict.items on a non-dict token and hashing a list/dict value both raise TypeError
-    try:
-        per_token = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
-        total = int(per_token.sum())
-        entries = np.fromiter(
-            map(pairs.__getitem__, chain.from_iterable(map(dict.items, tokens))),
-            dtype=np.int64,
-            count=total,
-        )
-        # Values equal to a seen pair's (1 == 1.0 == True) share its entry whatever their
-        # type: one pass over the value types sends numpy.bool_, Decimal, complex… to the
-        # general path, so a value is accepted or refused by its type alone.
-        types = set(map(type, chain.from_iterable(map(dict.values, tokens))))
-    except TypeError:
-        raise _NotFlat from None
-    if not all(issubclass(t, _FLAT_VALUE_TYPES) for t in types):
-        raise _NotFlat
-    return entries, pairs.names, np.asarray(pairs.values, dtype=np.float64), per_token
-
-
-def _general_entries(tokens: list[Any]) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray]:
-    """Any token python-crfsuite accepts, one :func:`item_attributes` call per token."""
-    names: list[str] = []
-    values: list[float] = []
-    per_token = np.empty(len(tokens), dtype=np.int64)
-    for t, item in enumerate(tokens):
-        before = len(names)
-        for name, value in item_attributes(item):
-            names.append(name)
-            values.append(value)
-        per_token[t] = len(names) - before
-    return np.arange(len(names)), names, np.asarray(values, dtype=np.float64), per_token
-
-
-def _encode(
-    X: Sequence[Sequence[Any]], vocab: Vocabulary
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
-    """CSR over tokens with the attribute values: (lengths, indptr, indices, values, dropped).
-
-    An open ``vocab`` (fit) grows with new attributes in first-seen order and counts
-    every occurrence; a frozen one (predict) drops unknown attributes, returned as the
-    count of dropped occurrences. A zero value registers its attribute (as in CRFsuite)
-    but stores no entry: it adds nothing. Each token's columns come sorted (the kernel
-    data's canonical order, so building the problem skips its own sort); an attribute
-    named twice in one token keeps both entries, which the problem sums.
-    """
-    lengths = np.fromiter(map(len, X), dtype=np.int64, count=len(X))
-    if len(lengths) and lengths.min() == 0:
-        i = int(np.argmin(lengths))
-        raise ValueError(f"sentence {i} is empty: every sequence needs at least one token")
-    tokens = list(chain.from_iterable(X))
-    dropped_before = vocab.dropped
-    try:
-        entries, names, entry_values, per_token = _flat_entries(tokens, _Pairs())
-    except _NotFlat:
-        entries, names, entry_values, per_token = _general_entries(tokens)
-    # each distinct entry is looked up once, standing for all its occurrences
-    occurrences = np.bincount(entries, minlength=len(names))
-    columns = vocab.lookup_many(names, occurrences)
-    ids, values = columns[entries], entry_values[entries]
-    row = np.repeat(np.arange(len(tokens), dtype=np.int64), per_token)
-    keep = (ids >= 0) & (values != 0.0)
-    row, ids, values = row[keep], ids[keep], values[keep]
-    if len(ids) > 1:
-        # sort within tokens: (row, column) as one int64 key, stable for duplicates
-        key = row * max(len(vocab), 1) + ids
-        if np.any(key[1:] < key[:-1]):
-            order = np.argsort(key, kind="stable")
-            ids, values = ids[order], values[order]
-    indptr = np.zeros(len(tokens) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(row, minlength=len(tokens)), out=indptr[1:])
-    return lengths, indptr, ids, values, vocab.dropped - dropped_before
 
 
 class TrainingLog(pd.DataFrame):
@@ -390,6 +187,12 @@ class CRF(_Base):
         (no metrics; the gap checked every 5 passes when a target is set, else only at
         the start and the end), or the runner's ``"default"`` schedule with every metric
         when ``verbose`` or ``X_dev`` turns monitoring on.
+    template : str or path, optional
+        A CRF++ template or Wapiti pattern file (docs/patterns.md). Each token of ``X``
+        is then the sequence of its column strings, as in the tool's data file without
+        the label (``("Confidence", "NN")``), and the file's patterns make its
+        attributes. The bias block is still ``bias``'s: give ``bias=False`` for exactly
+        the tool's feature map.
 
     Attributes
     ----------
@@ -448,6 +251,7 @@ class CRF(_Base):
         optimizer_params: Mapping[str, Any] | None = None,
         plugin_dirs: Sequence[str] = (),
         checkpoints: str | Sequence[float] | None = None,
+        template: str | os.PathLike[str] | None = None,
     ) -> None:
         self.algorithm = algorithm
         self.optimizer = optimizer
@@ -466,6 +270,7 @@ class CRF(_Base):
         self.optimizer_params = optimizer_params
         self.plugin_dirs = plugin_dirs
         self.checkpoints = checkpoints
+        self.template = template
 
     def __sklearn_tags__(self) -> Any:
         tags = super().__sklearn_tags__()
@@ -563,7 +368,8 @@ class CRF(_Base):
 
         self._check_params()
         optimizer = self._resolve_optimizer()
-        problem, classes = self._training_problem(X, y, X_dev, y_dev)
+        template = self._fit_template()
+        problem, classes = self._training_problem(X, y, X_dev, y_dev, template)
         n, has_dev = problem.n, "test" in problem.splits  # X_dev became the "test" split
         attributes = list(problem.attribute_names or ())
         target = self.epsilon if self.epsilon is not None else self.target_gap
@@ -602,6 +408,9 @@ class CRF(_Base):
             metrics=None if monitoring else [],
             train_error=monitoring,
         )
+        if template is not None:  # predict (and a saved model) featurize with it
+            trained.model.template = template.spec()
+            trained.model.training["estimator_template"] = True
         labels_json = [_json_label(lab) for lab in classes]
         if all(v is not None for v in labels_json) and any(not isinstance(v, str) for v in classes):
             # save/load gives back integer labels as integers
@@ -624,11 +433,12 @@ class CRF(_Base):
         y: Iterable[Iterable[Any]],
         X_dev: Iterable[Iterable[Any]] | None = None,
         y_dev: Iterable[Iterable[Any]] | None = None,
+        template: Any = None,
     ) -> tuple[CRFProblem, list[Any]]:
         """The training problem of :meth:`fit` (dev set as its ``test`` split) and the
         labels in order of first appearance: everything ``fit`` does before the
-        optimizer starts."""
-        X, y = _sentences(X), _sentences(y, "y")
+        optimizer starts; ``template`` a pattern file that makes the tokens' attributes."""
+        X, y = self._with_template(as_sentences(X), template), as_sentences(y, "y")
         if (X_dev is None) != (y_dev is None):
             raise ValueError("give both X_dev and y_dev, or neither")
         if len(X) != len(y):
@@ -647,17 +457,18 @@ class CRF(_Base):
             )
         label_id = {lab: k for k, lab in enumerate(classes)}
         vocab = Vocabulary()
-        lengths, indptr, indices, values, _ = _encode(X, vocab)
+        lengths, indptr, indices, values, _ = encode_items(X, vocab)
         flat = [label_id[lab] for seq in y for lab in seq]
         attributes = vocab.names  # column order
 
         dev = None
         if X_dev is not None:
-            Xd, yd = _sentences(X_dev, "X_dev"), _sentences(y_dev, "y_dev")
+            Xd = self._with_template(as_sentences(X_dev, "X_dev"), template, "X_dev")
+            yd = as_sentences(y_dev, "y_dev")
             if len(Xd) != len(yd):
                 raise ValueError(f"X_dev has {len(Xd)} sentences but y_dev has {len(yd)}")
             frozen = Vocabulary(attributes, frozen=True)
-            d_len, d_ptr, d_idx, d_val, _ = _encode(Xd, frozen)
+            d_len, d_ptr, d_idx, d_val, _ = encode_items(Xd, frozen)
             # a dev label never seen in training is -1: always counted wrong
             d_lab = [label_id.get(lab, -1) for seq in yd for lab in seq]
             if len(d_lab) != int(d_len.sum()):
@@ -695,6 +506,60 @@ class CRF(_Base):
         )
         return problem, classes
 
+    def _fit_template(self) -> Any:
+        """The pattern file of ``template``, or None."""
+        if self.template is None:
+            return None
+        from crfopt.data.patterns import PatternTemplate
+        from crfopt.data.template_files import load_template
+
+        tpl = load_template(self.template)
+        if not isinstance(tpl, PatternTemplate):
+            raise ValueError(
+                f"template={self.template!r} is not a CRF++ or Wapiti pattern file: "
+                "template= reads columns by position; crfopt's TOML/YAML templates name "
+                "their columns and featurize corpus files (crfopt train --template)"
+            )
+        tpl.require_supported()
+        return tpl
+
+    def _model_template(self) -> Any:
+        """The pattern file the fitted model was trained with, or None."""
+        model = self._check_fitted()
+        if not model.training.get("estimator_template"):
+            return None
+        from crfopt.data.template_files import template_from_spec
+
+        return template_from_spec(model.template)
+
+    @staticmethod
+    def _with_template(X: list[list[Any]], template: Any, what: str = "X") -> list[list[Any]]:
+        """``X`` itself, or, with a pattern template, its tokens (sequences of column
+        strings) as the lists of attribute names the template makes of them."""
+        if template is None:
+            return X
+        width = template.n_columns
+        out = []
+        for i, sent in enumerate(X):
+            rows = []
+            for t, tok in enumerate(sent):
+                if isinstance(tok, (str, bytes, Mapping)) or not all(
+                    isinstance(v, str) for v in tok
+                ):
+                    raise TypeError(
+                        f"{what}[{i}][{t}]: with template=, a token is a sequence of column "
+                        f"strings, e.g. ('Confidence', 'NN'), not {type(tok).__name__}"
+                    )
+                if len(tok) < width:
+                    raise ValueError(
+                        f"{what}[{i}][{t}] has {len(tok)} column(s); the patterns of "
+                        f"{template.source or template.name} read {width}"
+                    )
+                rows.append(tuple(tok))
+            # an attribute fires once per token, as in crfopt's corpus path
+            out.append([list(dict.fromkeys(a)) for a in template.token_attributes(rows)])
+        return out
+
     @staticmethod
     def _print_checkpoint(row: Mapping[str, Any]) -> None:
         parts = [
@@ -719,14 +584,6 @@ class CRF(_Base):
     def _labels(self) -> list[Any]:
         return list(self.classes_ or self._check_fitted().labels)
 
-    def _problem(self, X: Sequence[Sequence[Any]]) -> tuple[CRFProblem, np.ndarray]:
-        """``X`` as a problem over the model's dictionaries, and its token counts."""
-        model = self._check_fitted()
-        vocab = Vocabulary(model.attributes, frozen=True)
-        lengths, indptr, indices, values, _ = _encode(X, vocab)
-        problem = model.problem_for(indptr, indices, values, lengths)
-        return problem, lengths
-
     def predict(self, X: Iterable[Iterable[Any]]) -> np.ndarray:
         """Most probable label sequence of every sentence (Viterbi).
 
@@ -737,18 +594,14 @@ class CRF(_Base):
 
     def _predict_lists(self, X: Iterable[Iterable[Any]]) -> list[list[Any]]:
         model = self._check_fitted()
-        X = _sentences(X)
+        X = as_sentences(X)
         if not X:
             return []
-        vocab = Vocabulary(model.attributes, frozen=True)
-        lengths, indptr, indices, values, _ = _encode(X, vocab)
+        lengths, indptr, indices, values, _ = encode_items(
+            self._with_template(X, self._model_template()), model.vocabulary()
+        )
         ids = model.viterbi(indptr, indices, values, lengths)
-        labels = self._labels()
-        out, pos = [], 0
-        for T in lengths:
-            out.append([labels[k] for k in ids[pos : pos + T]])
-            pos += int(T)
-        return out
+        return split_labels(ids, lengths, self._labels())
 
     def predict_single(self, xseq: Iterable[Any]) -> list[Any]:
         """The Viterbi labels of one sentence (a list)."""
@@ -760,20 +613,19 @@ class CRF(_Base):
         return np.array(self._marginal_lists(X), dtype=object)
 
     def _marginal_lists(self, X: Iterable[Iterable[Any]]) -> list[list[dict[Any, float]]]:
-        from crfopt.bench.evaluator import Evaluator
-
         model = self._check_fitted()
-        X = _sentences(X)
+        X = as_sentences(X)
         if not X:
             return []
-        problem, lengths = self._problem(X)
-        mu, _ = Evaluator(problem).model_marginals(model.weights_for(problem))
-        probs = np.exp(mu.log_nodes)
+        lengths, indptr, indices, values, _ = encode_items(
+            self._with_template(X, self._model_template()), model.vocabulary()
+        )
+        rows = model.node_marginals(indptr, indices, values, lengths).tolist()
         labels = self._labels()
         out, pos = [], 0
-        for T in lengths:
-            out.append([dict(zip(labels, map(float, p))) for p in probs[pos : pos + T]])
-            pos += int(T)
+        for T in lengths.tolist():
+            out.append([dict(zip(labels, p)) for p in rows[pos : pos + T]])
+            pos += T
         return out
 
     def predict_marginals_single(self, xseq: Iterable[Any]) -> list[dict[Any, float]]:
@@ -782,7 +634,7 @@ class CRF(_Base):
 
     def score(self, X: Iterable[Iterable[Any]], y: Iterable[Iterable[Any]]) -> float:
         """Per-token accuracy (a label never seen in training counts as wrong)."""
-        y = _sentences(y, "y")
+        y = as_sentences(y, "y")
         pred = self._predict_lists(X)
         total = sum(len(s) for s in y)
         right = sum(p == t for ps, ts in zip(pred, y) for p, t in zip(ps, ts))

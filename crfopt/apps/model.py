@@ -17,7 +17,10 @@ key             type                           content
 =============== ============================== =========================================
 
 Text is stored as UTF-8 bytes rather than NumPy string arrays so that a million
-attribute names cost their length, not a million times the longest one.
+attribute names cost their length, not a million times the longest one. The emission is
+written attribute-major (``fortran_order`` in its ``.npy`` header), the order in which a
+tagger reads it; files written row-major are read as well. :meth:`Model.save` leaves out
+the attributes whose weights are all zero unless ``prune=False`` (:meth:`Model.pruned`).
 
 Reading is bounded: before any entry is decompressed, the archive's entry names, the
 uncompressed sizes it declares and each ``.npy`` header (dtype, shape) are checked
@@ -37,15 +40,19 @@ import struct
 import unicodedata
 import zipfile
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from crfopt._version import __version__
 from crfopt.data.fileio import atomic_write
+
+if TYPE_CHECKING:
+    from crfopt.data.features import AttributeEncoder, TemplateEncoder
+    from crfopt.data.vocabulary import Vocabulary
 
 FORMAT = "crfopt-model"
 VERSION = 1
@@ -71,6 +78,8 @@ _MAX_SMALL_TEXT = 64 * 2**20
 #: compress and name lists ~10:1, so a large entry beyond this is a zip bomb.
 _MAX_RATIO = 200
 _RATIO_FROM = 2**20  # tiny entries (an all-zero bias block) may compress further
+#: Bytes decompressed at a time when an entry is read.
+_READ_BLOCK = 2**20
 #: Default limit on the uncompressed size of a model when the OS does not tell how much
 #: memory is available.
 _FALLBACK_MAX_BYTES = 16 * 2**30
@@ -189,15 +198,26 @@ class _Entry:
             )
 
     def read(self) -> np.ndarray:
-        """The array, reading exactly the declared bytes (the CRC is checked at the end)."""
+        """The array, reading exactly the declared bytes (the CRC is checked at the end).
+
+        Read in blocks straight into the array's memory: a tagger's peak memory holds
+        the weights once, not the decompressed bytes and a copy beside them.
+        """
+        flat = np.empty(self.nbytes, dtype=np.uint8)
         with self.zf.open(self.info) as f:
             f.read(self.offset)
-            data = f.read(self.nbytes)
-            if len(data) != self.nbytes or f.read(1):
+            done = 0
+            while done < self.nbytes:
+                block = f.read(min(_READ_BLOCK, self.nbytes - done))
+                if not block:
+                    break
+                flat[done : done + len(block)] = np.frombuffer(block, dtype=np.uint8)
+                done += len(block)
+            if done != self.nbytes or f.read(1):
                 raise ModelFormatError(f"{self.path}: entry {self.key!r} is truncated")
-        arr = np.frombuffer(data, dtype=self.dtype)
-        arr = arr.reshape(self.shape, order="F" if self.fortran else "C")
-        return arr.astype(self.dtype.newbyteorder("="), copy=True)
+        arr = flat.view(self.dtype).reshape(self.shape, order="F" if self.fortran else "C")
+        native = self.dtype.newbyteorder("=")
+        return arr if arr.dtype == native else arr.astype(native)
 
 
 def _entries(zf: zipfile.ZipFile, path: str, max_bytes: int) -> dict[str, _Entry]:
@@ -280,10 +300,10 @@ def _check_meta(meta: Any, path: str) -> dict[str, Any]:
             raise ModelFormatError(f"{path}: metadata 'training.corpus' is malformed")
     template = meta.get("template")
     if template is not None:
-        from crfopt.data.features import Template
+        from crfopt.data.template_files import template_from_spec
 
         try:
-            Template.from_spec(template)
+            template_from_spec(template)
         except (ValueError, TypeError, AttributeError, KeyError) as exc:
             raise ModelFormatError(f"{path}: metadata 'template' is invalid ({exc})") from None
     return meta
@@ -305,10 +325,12 @@ class Model:
         self.labels = check_label_names(self.labels)
         self.attributes = _check_attribute_names(self.attributes, "attributes")
         K, A = len(self.labels), len(self.attributes)
-        self.emission = np.asarray(self.emission, dtype=np.float64)
-        self.transition = np.asarray(self.transition, dtype=np.float64)
+        # attribute-major in memory (emission.T is C-contiguous): the decode kernels read
+        # one attribute's K weights per occurrence, one cache line instead of K
+        self.emission = np.asfortranarray(self.emission, dtype=np.float64)
+        self.transition = np.ascontiguousarray(self.transition, dtype=np.float64)
         if self.bias is not None:
-            self.bias = np.asarray(self.bias, dtype=np.float64)
+            self.bias = np.ascontiguousarray(self.bias, dtype=np.float64)
         if self.emission.shape != (K, A):
             raise ModelFormatError(f"emission has shape {self.emission.shape}, expected {(K, A)}")
         if self.transition.shape != (K, K):
@@ -329,8 +351,83 @@ class Model:
     def n_labels(self) -> int:
         return len(self.labels)
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the model atomically (temporary file + rename)."""
+    def __getstate__(self) -> dict[str, Any]:
+        # the lookup tables are rebuilt on first use rather than pickled beside the model
+        return {k: v for k, v in self.__dict__.items() if k != "_lookup_cache"}
+
+    def _cached(self, what: str, build: Callable[[], Any]) -> Any:
+        """``build()``, kept while the attribute list and template are the same objects
+        of the same length. The lookup tables of a large dictionary take a good part of a
+        second to build; a tagger called once per sentence must not pay that per call.
+        (Edit a model by building a new one, not by editing its lists in place.)
+        """
+        cache = self.__dict__.setdefault("_lookup_cache", {})
+        hit = cache.get(what)
+        if (
+            hit is None
+            or hit[0] is not self.attributes
+            or hit[1] != len(self.attributes)
+            or hit[2] is not self.template
+        ):
+            # the objects themselves are kept (not their ids, which a new list could reuse)
+            hit = cache[what] = (self.attributes, len(self.attributes), self.template, build())
+        return hit[3]
+
+    def vocabulary(self) -> Vocabulary:
+        """The attribute dictionary, frozen (unknown attributes are dropped), for encoding
+        new sequences as training did; built once per model."""
+        from crfopt.data.vocabulary import Vocabulary
+
+        return self._cached("vocabulary", lambda: Vocabulary(self.attributes, frozen=True))
+
+    def text_encoder(self) -> TemplateEncoder | AttributeEncoder:
+        """The encoder of text into this model's columns through its template (built
+        once per model); a :class:`ValueError` for a model without a text template."""
+        from crfopt.data.template_files import template_from_spec
+
+        if not self.template:
+            raise ValueError("this model has no text template")
+
+        def build() -> TemplateEncoder | AttributeEncoder:
+            return template_from_spec(self.template).encoder(self.attributes)
+
+        return self._cached("text_encoder", build)
+
+    def pruned(self) -> Model:
+        """The model without the attributes whose emission weights are all zero.
+
+        Such an attribute adds nothing to any score, and a tagger drops an attribute
+        missing from the dictionary as it drops any unknown one, so the pruned model
+        gives the same predictions and marginals. ℓ1 regularization leaves many of them
+        (attributes seen too rarely to earn a weight); CRFsuite likewise writes only
+        its non-zero features. ``training["pruned_attributes"]`` counts those removed
+        (added up over repeated pruning). Returns ``self`` when there is nothing to prune.
+        """
+        keep = np.any(self.emission != 0.0, axis=0)
+        dropped = int(keep.size - np.count_nonzero(keep))
+        if dropped == 0:
+            return self
+        training = dict(self.training)
+        training["pruned_attributes"] = int(training.get("pruned_attributes", 0)) + dropped
+        return Model(
+            labels=list(self.labels),
+            attributes=[a for a, k in zip(self.attributes, keep.tolist()) if k],
+            emission=self.emission.T[keep].T,  # stays attribute-major: no copy to reorder
+            bias=self.bias,
+            transition=self.transition,
+            template=self.template,
+            training=training,
+        )
+
+    def save(self, path: str | os.PathLike[str], *, prune: bool = True) -> Path:
+        """Write the model atomically (temporary file + rename).
+
+        ``prune`` (default) leaves out the attributes whose weights are all zero
+        (:meth:`pruned`: the same predictions from a smaller file); ``prune=False``
+        writes the whole dictionary.
+        """
+        if prune:
+            return self.pruned().save(path, prune=False)
         path = Path(path)
         meta = {
             "format": FORMAT,
@@ -430,7 +527,7 @@ class Model:
         return cls(
             labels=list(labels),
             attributes=list(attributes),
-            emission=blocks.emission.copy(),
+            emission=blocks.emission.copy(order="F"),
             bias=None if blocks.bias is None else blocks.bias.copy(),
             transition=blocks.transition.copy(),
             template=meta.get("template_spec"),
@@ -464,11 +561,58 @@ class Model:
             bias=self.bias is not None,
         )
 
+    def _decode_inputs(
+        self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, lengths: np.ndarray
+    ) -> tuple[np.ndarray, ...]:
+        """The CSR decode kernels' arguments (``csr_viterbi``, ``csr_node_marginals``:
+        crfopt/kernels/_numba/decode.py and the NumPy twin) for sequences given as a
+        CSR over their tokens, checked as a problem would check them."""
+        from crfopt.kernels.arrays import checked_rows, merge_duplicates
+
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if len(lengths) and lengths.min() < 1:
+            raise ValueError("every sequence must have at least one token")
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        N, A = int(offsets[-1]), len(self.attributes)
+        indptr, indices, values = checked_rows(indptr, indices, values, N, A)
+        # an attribute listed twice in a token counts once with the summed value, as in
+        # a problem's kernel data (so both decode the same scores)
+        indptr, indices, values = merge_duplicates(indptr, indices, values)
+        bias = np.zeros((self.n_labels, 0)) if self.bias is None else self.bias
+        return (offsets, indptr, indices, values, self.emission.T, bias, self.transition)
+
     def viterbi(
         self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, lengths: np.ndarray
     ) -> np.ndarray:
-        """Viterbi labels (ids) of sequences given as a CSR over their tokens."""
-        from crfopt.bench.evaluator import Evaluator
+        """Viterbi labels (ids) of sequences given as a CSR over their tokens (attribute
+        ids of this model's dictionary), decoded as :meth:`crfopt.CRFProblem.predict`
+        decodes them; a batch of ``PARALLEL_FROM`` tokens or more (4096, the compiled
+        kernel's) uses every numba thread (``numba.set_num_threads`` limits them)."""
+        from crfopt.kernels.twin import impl
 
-        problem = self.problem_for(indptr, indices, values, lengths)
-        return Evaluator(problem).predict(self.weights_for(problem), "train")
+        args = self._decode_inputs(indptr, indices, values, lengths)
+        out = np.empty(len(args[1]) - 1, dtype=np.int64)
+        impl.csr_viterbi(*args, out)
+        return out
+
+    def node_marginals(
+        self, indptr: np.ndarray, indices: np.ndarray, values: np.ndarray, lengths: np.ndarray
+    ) -> np.ndarray:
+        """P(y_t = k | x) of every token (N × K) of sequences given as in :meth:`viterbi`."""
+        from crfopt.kernels.twin import impl
+
+        args = self._decode_inputs(indptr, indices, values, lengths)
+        nodes = np.empty((len(args[1]) - 1, self.n_labels))
+        impl.csr_node_marginals(*args, nodes)
+        return nodes
+
+
+def split_labels(ids: np.ndarray, lengths: np.ndarray, labels: Sequence[Any]) -> list[list[Any]]:
+    """Label ids of consecutive sequences (``lengths`` tokens each) as one list of
+    labels per sequence."""
+    names = np.empty(len(labels), dtype=object)
+    names[:] = list(labels)
+    flat = names[ids].tolist()
+    ends = np.cumsum(lengths).tolist()
+    return [flat[a:b] for a, b in zip([0, *ends[:-1]], ends)]

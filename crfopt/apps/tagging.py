@@ -15,9 +15,9 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from crfopt.apps.model import Model
+from crfopt.apps.model import Model, split_labels
 from crfopt.data.corpus import _is_conllu
-from crfopt.data.features import Template, _token_attributes
+from crfopt.data.features import Template
 from crfopt.data.readers import (
     CONLLU_COLUMNS,
     Corpus,
@@ -26,7 +26,7 @@ from crfopt.data.readers import (
     read_conll,
     read_conllu_words,
 )
-from crfopt.data.vocabulary import Vocabulary
+from crfopt.data.template_files import template_from_spec
 
 
 class TaggingError(ValueError):
@@ -40,7 +40,7 @@ def model_template(model: Model) -> Template:
             "this model has no text template (it was trained on a non-text problem such as "
             "ocr or synthetic); it can only be applied from Python, to the same kind of data"
         )
-    return Template.from_spec(model.template)
+    return template_from_spec(model.template)
 
 
 def _layout(model: Model) -> tuple[str, list[str], str | None]:
@@ -114,27 +114,10 @@ def tag_corpus(model: Model, corpus: Corpus) -> list[list[str]]:
             f"{corpus.path}: the model's template reads column(s) {', '.join(missing)}, the "
             f"input has {', '.join(corpus.columns)} (name them with --columns)"
         )
-    vocab = Vocabulary(model.attributes, frozen=True)
-    col_index = {c: j for j, c in enumerate(corpus.columns)}
-    lengths: list[int] = []
-    indptr: list[int] = [0]
-    indices: list[int] = []
-    for sent in corpus.sentences:
-        lengths.append(len(sent))
-        for names in _token_attributes(sent, template, col_index):
-            indices.extend(vocab.token(names))  # as in training (unknown ones dropped)
-            indptr.append(len(indices))
-    ids = model.viterbi(
-        np.asarray(indptr, dtype=np.int64),
-        np.asarray(indices, dtype=np.int64),
-        np.ones(len(indices)),
-        np.asarray(lengths, dtype=np.int64),
-    )
-    out, pos = [], 0
-    for T in lengths:
-        out.append([model.labels[k] for k in ids[pos : pos + T]])
-        pos += T
-    return out
+    # as in training: the template's attributes, unknown ones dropped (data/features.py)
+    lengths, indptr, indices = model.text_encoder().encode(corpus.sentences, corpus.columns)
+    ids = model.viterbi(indptr, indices, np.ones(len(indices)), lengths)
+    return split_labels(ids, lengths, model.labels)
 
 
 def write_tagged(
@@ -279,5 +262,9 @@ def chunk_scores(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]]) -
 
 
 def is_chunk_tagset(labels: Sequence[str]) -> bool:
-    """True when labels look like IOB/IOE chunk tags (so chunk F1 is meaningful)."""
-    return any(lab.startswith(("B-", "I-", "E-", "S-")) for lab in labels)
+    """True when labels look like IOB/IOE chunk tags (so chunk F1 is meaningful): typed
+    (``B-NP``) or, as in Wapiti's base-NP examples, one untyped chunk kind (``B I O``)."""
+    untyped = {"B", "I", "O", "E"}
+    return any(lab.startswith(("B-", "I-", "E-", "S-")) for lab in labels) or (
+        len(labels) > 1 and set(labels) <= untyped and ("B" in labels or "E" in labels)
+    )

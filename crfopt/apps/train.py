@@ -5,7 +5,7 @@ P(0)**, i.e. training stops at the first checkpoint whose true duality gap is
 ≤ ``target_gap`` · P(0), with P(0) = (N/n) log K the objective at w = 0. A relative
 target is scale-free: the same setting means the same precision on a corpus of ten or
 ten thousand tokens per sequence, and a user need not know P(0) to choose it. (The
-runner's :class:`~crfopt.bench.runner.Budget` and ``crfopt compare --target-gap`` keep an
+runner's :class:`~crfopt.bench.budget.Budget` and ``crfopt compare --target-gap`` keep an
 absolute gap; this function converts.)
 """
 

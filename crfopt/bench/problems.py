@@ -16,7 +16,17 @@ from crfopt.data.corpus import load_corpus
 from crfopt.optim.registry import Registry, get_registry
 
 #: the keyword arguments :func:`crfopt.data.corpus.load_corpus` takes.
-CORPUS_PARAMS = ("columns", "template", "test", "label", "encoding", "lam", "bias", "min_count")
+CORPUS_PARAMS = (
+    "columns",
+    "template",
+    "template_format",
+    "test",
+    "label",
+    "encoding",
+    "lam",
+    "bias",
+    "min_count",
+)
 
 
 def is_corpus_path(registry: Registry, name: str | os.PathLike[str]) -> bool:

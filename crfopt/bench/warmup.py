@@ -94,7 +94,41 @@ def compile_kernels(
                 progress(
                     f"{label}: {'failed: ' + str(error) if error else 'ok'} ({took:.1f} s CPU)"
                 )
+    label = "tagging"  # crfopt tag, CRF.predict / predict_marginals
+    t0 = time.process_time()
+    try:
+        _compile_decoding()
+        error = None
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        failures[label] = error
+    if progress is not None:
+        took = time.process_time() - t0
+        progress(f"{label}: {'failed: ' + error if error else 'ok'} ({took:.1f} s CPU)")
     return failures
+
+
+def _compile_decoding() -> None:
+    """The CSR decode kernels of a trained model (crfopt/kernels/_numba/decode.py) on the argument
+    types crfopt.Model passes them, on the calling thread and on numba's."""
+    import numpy as np
+
+    from crfopt.kernels.arrays import merge_duplicates
+    from crfopt.kernels.twin import impl
+
+    rng = np.random.default_rng(0)
+    K, A = 3, 10
+    for n in (2, impl.PARALLEL_FROM // 4 + 1):  # sentences of 4 tokens: both paths
+        offsets = np.arange(0, 4 * n + 1, 4, dtype=np.int64)
+        counts = rng.integers(0, 4, size=4 * n)
+        indptr = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        indices = rng.integers(0, A, size=int(indptr[-1])).astype(np.int64)
+        indptr, indices, values = merge_duplicates(indptr, indices, np.ones(len(indices)))
+        emission = np.asfortranarray(rng.normal(size=(K, A))).T  # as Model.emission.T
+        bias, transition = rng.normal(size=(K, 3)), rng.normal(size=(K, K))
+        args = (offsets, indptr, indices, values, emission, bias, transition)
+        impl.csr_viterbi(*args, np.empty(4 * n, dtype=np.int64))
+        impl.csr_node_marginals(*args, np.empty((4 * n, K)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,6 +13,11 @@ oracle kernels increment (§2). It holds only what an optimizer may use:
 
 What moved out, and why:
 
+- what the oracles return → :mod:`crfopt.core.results`; sealing arrays and hashing them
+  → :mod:`crfopt.core.sealing`; the problem as arrays and back, and the digests behind
+  ``changed_data`` → :mod:`crfopt.core.snapshot`; the truth features and radii →
+  :mod:`crfopt.core.derived`. What stays (about 750 lines) is the class itself: its
+  members are short, and cutting it would spread the one counted surface over files;
 - the weight layout → :mod:`crfopt.core.layout` (``zeros``/``pack``/``unpack`` stay as
   one-line delegates: README and docs/architecture.md name them on the problem);
 - duality → :mod:`crfopt.core.duality`, functions of (problem, μ). ``dual(μ)`` and
@@ -37,22 +42,22 @@ import contextlib
 import hashlib
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from crfopt import kernels as _kernels
-from crfopt.core import duality
+from crfopt.core import derived, duality, snapshot
 from crfopt.core.duality import DualMarginals
 from crfopt.core.layout import WeightBlocks, WeightLayout
+from crfopt.core.results import ForwardResult, LocalGradient, OracleResult
+from crfopt.core.sealing import hash_arrays, readonly, sealed, sealed_data
 from crfopt.kernels.arrays import (
     KernelData,
     Sequences,
     Transpose,
     build_kernel_data,
     build_transpose,
-    kernel_attributes,
 )
 from crfopt.kernels.counters import (
     FORWARD_CALLS,
@@ -77,56 +82,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class LocalGradient:
-    """∇ℓ_i(w) restricted to the attributes active in sequence ``i`` (§1.5).
-
-    ``emission[j]`` is the gradient row of attribute ``attributes[j]`` (bias attributes
-    included, as ids ``A, A+1, A+2``), ``transition`` the K × K block.
-    """
-
-    attributes: np.ndarray
-    emission: np.ndarray
-    transition: np.ndarray
-
-    def to_dense(self, problem: CRFProblem) -> np.ndarray:
-        g = np.zeros(problem.dim)
-        K = problem.n_labels
-        E = g[: problem.layout.transition_offset].reshape(-1, K)
-        E[self.attributes] = self.emission
-        g[problem.layout.transition_offset :] = self.transition.ravel()
-        return g
-
-
-@dataclass(frozen=True)
-class OracleResult:
-    """What one oracle call returns: log Z_i, ℓ_i(w) and the log-marginals of ν_i(w)."""
-
-    log_partition: float
-    nll: float
-    log_unary: np.ndarray
-    log_pairwise: np.ndarray
-    gradient: LocalGradient | None = None
-
-    @property
-    def unary(self) -> np.ndarray:
-        """Node marginal probabilities, T × K."""
-        return np.exp(self.log_unary)
-
-    @property
-    def pairwise(self) -> np.ndarray:
-        """Edge marginal probabilities, (T-1) × K × K; entry (t, k, l) is P(y_t=k, y_{t+1}=l)."""
-        return np.exp(self.log_pairwise)
-
-
-@dataclass(frozen=True)
-class ForwardResult:
-    """What one forward-only call returns."""
-
-    log_partition: float
-    nll: float
-
-
 def _validated_lam(lam: Any) -> float:
     """The one place λ is checked: every construction path ends here."""
     ok = isinstance(lam, (int, float, np.integer, np.floating)) and not isinstance(lam, bool)
@@ -141,67 +96,6 @@ def _validated_l1(l1: Any) -> float:
     if not (ok and math.isfinite(l1) and l1 >= 0):
         raise ValueError(f"l1 must be a finite number ≥ 0 (0 turns ℓ1 off), got {l1!r}")
     return float(l1)
-
-
-def _hash_arrays(h: Any, *arrays: np.ndarray) -> None:
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        h.update(str(a.dtype).encode())
-        h.update(str(a.shape).encode())
-        if a.size:
-            h.update(memoryview(a).cast("B"))
-
-
-def _readonly(a: Any, dtype: Any = None) -> np.ndarray:
-    return _sealed(np.ascontiguousarray(a, dtype=dtype))
-
-
-def _is_sealed(a: np.ndarray) -> bool:
-    base: Any = a
-    while isinstance(base, np.ndarray):
-        base = base.base
-    return isinstance(base, bytes) and not a.flags.writeable
-
-
-def _sealed(a: np.ndarray) -> np.ndarray:
-    """``a`` as a read-only view of an immutable ``bytes`` copy.
-
-    ``setflags(write=False)`` alone can be undone by anyone holding an array that owns
-    its memory (``arr.setflags(write=True)``, also through ``arr.base``); an array whose
-    ultimate base is ``bytes`` cannot be made writeable again, so a plugin cannot
-    rewrite the data every later run of the process shares. One copy at construction.
-    """
-    if _is_sealed(a):
-        return a
-    a = np.ascontiguousarray(a)
-    out = np.frombuffer(a.tobytes(), dtype=a.dtype).reshape(a.shape)
-    assert not out.flags.writeable
-    return out
-
-
-def _sealed_data(kd: KernelData) -> KernelData:
-    """Every data array of ``kd`` sealed (:func:`_sealed`); the audit cell stays writable."""
-    return kd._replace(
-        **{
-            name: _sealed(value)
-            for name, value in kd._asdict().items()
-            if isinstance(value, np.ndarray) and name != "audit"
-        }
-    )
-
-
-#: What the mutation report calls each kernel-data field.
-_FIELD_NAMES = {
-    "y": "labels",
-    "X": "features",
-    "values": "features",
-    "indices": "features",
-    "indptr": "features",
-    "local": "features",
-    "offsets": "sequence boundaries",
-    "support_ptr": "features",
-    "support": "features",
-}
 
 
 class ProblemChangedError(RuntimeError):
@@ -357,8 +251,8 @@ class CRFProblem:
         set_("_n_labels", K)
         set_("_n_attributes", A)
         set_("_bias", layout.bias)
-        set_("_data", _sealed_data(data))
-        set_("_splits", {k: _sealed_data(v) for k, v in splits.items()})
+        set_("_data", sealed_data(data))
+        set_("_splits", {k: sealed_data(v) for k, v in splits.items()})
         set_("_lam", _validated_lam(lam))
         set_("_l1", _validated_l1(l1))
         set_("_label_names", tuple(label_names) if label_names else None)
@@ -371,7 +265,10 @@ class CRFProblem:
         set_("_transpose", None)
         set_("_fingerprint", None)
         set_("_radii", None)
-        set_("_truth", _sealed(self._compute_truth_features() if truth is None else truth))
+        set_(
+            "_truth",
+            sealed(derived.truth_features(self._data, self.dim) if truth is None else truth),
+        )
         set_("_digests", None)  # reference digests (data_digests) taken at the first run
         set_("_origin", None)  # the problem a for_run() copy was made from
         set_("_frozen", True)
@@ -569,7 +466,7 @@ class CRFProblem:
                 h.update(f"l1={self._l1!r};".encode())
             for split, kd in [("train", self._data), *sorted(self._splits.items())]:
                 h.update(split.encode())
-                _hash_arrays(h, kd.offsets, kd.y, kd.X, kd.indptr, kd.indices, kd.values)
+                hash_arrays(h, kd.offsets, kd.y, kd.X, kd.indptr, kd.indices, kd.values)
             self._set_cache("_fingerprint", h.hexdigest())
         return self._fingerprint  # type: ignore[return-value]
 
@@ -583,33 +480,11 @@ class CRFProblem:
         arrays built on demand (radii, the attribute-major transpose) are included
         once they exist.
         """
-        out = {
-            "λ": repr(self._lam),
-            "σ (l1)": repr(self._l1),
-            "sizes": f"K={self._n_labels};A={self._n_attributes};bias={self._bias};dim={self.dim}",
-        }
         origin = self._origin if self._origin is not None else self
         derived = {"truth_features": self._truth, "radii": origin._radii}
         if origin._transpose is not None:
             derived.update({f"transpose.{k}": v for k, v in origin._transpose._asdict().items()})
-        arrays = [(k, v) for k, v in derived.items() if v is not None]
-        for split, kd in [("train", self._data), *sorted(self._splits.items())]:
-            out[f"{split}.sizes"] = (
-                f"{bool(kd.dense)};{int(kd.n_labels)};{int(kd.n_kernel_attributes)};{int(kd.max_len)}"
-            )
-            arrays.extend(
-                (f"{split}.{k}", v)
-                for k, v in kd._asdict().items()
-                if isinstance(v, np.ndarray) and k != "audit"
-            )
-        memo = {} if _memo is None else _memo  # one hash per array object (copies share)
-        for key, a in arrays:
-            if id(a) not in memo:
-                h = hashlib.sha256()
-                _hash_arrays(h, a)
-                memo[id(a)] = h.hexdigest()
-            out[key] = memo[id(a)]
-        return out
+        return snapshot.digests(self, derived, _memo)
 
     def changed_data(self, _memo: dict[int, str] | None = None) -> list[str]:
         """What differs from the digests taken at this problem's first check, by name.
@@ -622,15 +497,7 @@ class CRFProblem:
         if origin._digests is None:
             origin._set_cache("_digests", origin.data_digests())
         reference: dict[str, str] = origin._digests  # type: ignore[assignment]
-        now = self.data_digests(_memo)
-        changed = []
-        for key in sorted(set(reference) | set(now)):
-            if key in reference and key in now and reference[key] != now[key]:
-                label = _FIELD_NAMES.get(key.partition(".")[2])
-                changed.append(f"{label} ({key})" if label else key)
-            elif key not in now:  # a derived array can only appear, never vanish
-                changed.append(key)
-        return changed
+        return snapshot.changed(reference, self.data_digests(_memo))
 
     def for_run(self) -> CRFProblem:
         """A copy for one run: the same (sealed, shared) data, its own counters.
@@ -662,32 +529,7 @@ class CRFProblem:
         Arrays (kernel data of every split, ground-truth features) and JSON-able
         metadata; :meth:`from_arrays` is the inverse. Used by the featurization cache.
         """
-        arrays: dict[str, np.ndarray] = {"truth": np.asarray(self._truth)}
-        splits = {"train": self._data, **self._splits}
-        for split, kd in splits.items():
-            for fname, value in kd._asdict().items():
-                if isinstance(value, np.ndarray) and fname != "audit":
-                    arrays[f"{split}.{fname}"] = value
-        meta = {
-            "n_labels": self._n_labels,
-            "n_attributes": self._n_attributes,
-            "bias": self._bias,
-            "lam": self._lam,
-            "l1": self._l1,
-            "name": self._name,
-            "label_names": list(self._label_names) if self._label_names else None,
-            "attribute_names": list(self._attribute_names) if self._attribute_names else None,
-            "metadata": self._metadata,
-            "splits": {
-                split: {
-                    "dense": bool(kd.dense),
-                    "max_len": int(kd.max_len),
-                    "n_kernel_attributes": int(kd.n_kernel_attributes),
-                }
-                for split, kd in splits.items()
-            },
-        }
-        return arrays, meta
+        return snapshot.to_arrays(self)
 
     @classmethod
     def from_arrays(
@@ -700,24 +542,8 @@ class CRFProblem:
     ) -> CRFProblem:
         """Rebuild a problem saved with :meth:`to_arrays` (λ and σ may be changed), no
         recomputation. Metadata saved before ℓ1 existed has no ``l1``: σ = 0."""
+        kds = snapshot.kernel_data(arrays, meta)
         K = int(meta["n_labels"])
-        kds = {}
-        for split, info in meta["splits"].items():
-            fields: dict[str, Any] = {}
-            for fname in KernelData._fields:
-                if fname == "audit":
-                    fields[fname] = np.zeros(1, dtype=np.int64)
-                elif fname == "dense":
-                    fields[fname] = bool(info["dense"])
-                elif fname == "n_labels":
-                    fields[fname] = np.int64(K)
-                elif fname == "max_len":
-                    fields[fname] = np.int64(info[fname])
-                elif fname == "n_kernel_attributes":
-                    fields[fname] = np.int64(kernel_attributes(info))
-                else:
-                    fields[fname] = _readonly(arrays[f"{split}.{fname}"])
-            kds[split] = KernelData(**fields)
         problem = object.__new__(cls)
         problem._assemble(
             layout=WeightLayout(K, int(meta["n_attributes"]), bool(meta["bias"])),
@@ -725,7 +551,7 @@ class CRFProblem:
             splits=kds,
             lam=meta["lam"] if lam is None else lam,
             l1=meta.get("l1", 0.0) if l1 is None else l1,
-            truth=_readonly(arrays["truth"], np.float64),
+            truth=readonly(arrays["truth"], np.float64),
             label_names=meta.get("label_names"),
             attribute_names=meta.get("attribute_names"),
             name=meta["name"],
@@ -872,7 +698,7 @@ class CRFProblem:
             return self._origin.transpose
         if self._transpose is None:
             t = build_transpose(self._data)
-            self._set_cache("_transpose", type(t)(*(_sealed(a) for a in t)))
+            self._set_cache("_transpose", type(t)(*(sealed(a) for a in t)))
         return self._transpose  # type: ignore[return-value]
 
     @contextlib.contextmanager
@@ -935,53 +761,11 @@ class CRFProblem:
         return float(np.mean(self.predict(w, split) != self.split_data(split).y))
 
     # ---------------------------------------------------------------- derived data
-    def _compute_truth_features(self) -> np.ndarray:
-        kd = self._data
-        K = self._n_labels
-        A_tot = int(kd.n_kernel_attributes)
-        out = np.empty(self.dim)
-        if kd.dense:
-            onehot = np.zeros((len(kd.y), K))
-            onehot[np.arange(len(kd.y)), kd.y] = 1.0
-            out[: A_tot * K] = (kd.X.T @ onehot).ravel()
-        else:
-            # Σ_i F(x_i, y_i), emission block: each stored entry adds its value at
-            # (attribute, label of its token) — one bincount over the flat (a, k) index.
-            token_label = np.repeat(kd.y, np.diff(kd.indptr))
-            flat = kd.indices.astype(np.int64) * K + token_label
-            out[: A_tot * K] = np.bincount(flat, weights=kd.values, minlength=A_tot * K)
-        trans = np.zeros((K, K))
-        same = np.ones(len(kd.y) - 1, dtype=bool)
-        same[kd.offsets[1:-1] - 1] = False  # no edge across sequence boundaries
-        np.add.at(trans, (kd.y[:-1][same], kd.y[1:][same]), 1.0)
-        out[A_tot * K :] = trans.ravel()
-        out.setflags(write=False)
-        return out
-
     def radii(self) -> np.ndarray:
         """R_i = ‖F(x_i, y_i) - F(x_i, z^{T_i})‖² with the §1.7 candidate labeling z."""
         if self._origin is not None:
             return self._origin.radii()
         if self._radii is None:
-            kd = self._data
-            K = self._n_labels
-            R = np.empty(self.n)
-            trans_truth = np.empty((K, K))
-            for i in range(self.n):
-                s, e = int(kd.offsets[i]), int(kd.offsets[i + 1])
-                y = kd.y[s:e]
-                T = e - s
-                counts = np.bincount(y, minlength=K)
-                absent = np.flatnonzero(counts == 0)
-                z = int(absent[0]) if len(absent) else int(np.argmin(counts))
-                weights = np.zeros((T, K))
-                weights[np.arange(T), y] += 1.0
-                weights[:, z] -= 1.0
-                lo, hi = _kernels.support_bounds(kd, i)
-                E_loc = np.empty((hi - lo, K))
-                _kernels.expected_emission(kd, i, weights, E_loc)
-                _kernels.truth_transitions(kd, i, trans_truth)
-                trans_truth[z, z] -= T - 1
-                R[i] = float(np.sum(E_loc**2) + np.sum(trans_truth**2))
-            self._set_cache("_radii", _sealed(R))
+            R = derived.radii(self._data)
+            self._set_cache("_radii", sealed(R))
         return self._radii  # type: ignore[return-value]

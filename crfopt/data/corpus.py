@@ -16,9 +16,10 @@ from typing import Any
 
 from crfopt.core.problem import CRFProblem
 from crfopt.data.cache import cached_problem
-from crfopt.data.features import Featurized, Template, featurize, load_template
+from crfopt.data.features import Featurized, Template, featurize
 from crfopt.data.readers import Corpus, DataFormatError, read_conll, read_conllu_words
 from crfopt.data.sources import DataFile, files_metadata, locate, sha256_of, verify
+from crfopt.data.template_files import load_template
 
 
 def problem_from_featurized(
@@ -67,6 +68,7 @@ def text_problem(
     ``min_count``, ``label`` and ``bias`` (everything that changes the arrays), never λ.
     """
     tpl = load_template(template)
+    tpl.require_supported()  # before the corpus is read
 
     def build() -> CRFProblem:
         corpora = {split: read() for split, read in readers.items()}
@@ -149,8 +151,9 @@ def load_corpus(
     label: str | None = None,
     encoding: str = "utf-8",
     lam: float | None = None,
-    bias: bool = True,
+    bias: bool | None = None,
     min_count: int = 1,
+    template_format: str | None = None,
 ) -> CRFProblem:
     """A problem from the user's own tagged file(s), with no code.
 
@@ -163,12 +166,18 @@ def load_corpus(
         Names of the CoNLL columns; default ``word,pos,label`` for three columns,
         ``word,label`` for two, else ``c0..`` (then ``label`` names the label column).
     template : str or path, optional
-        ``chunking``, ``ner``, ``pos`` or a TOML/YAML file. Default: ``pos`` for CoNLL-U
-        and word-only files, ``ner`` when there is a ``pos`` column.
+        ``chunking``, ``ner``, ``pos``, a TOML/YAML file, or a CRF++ template or Wapiti
+        pattern file (docs/patterns.md). Default: ``pos`` for CoNLL-U and word-only files,
+        ``ner`` when there is a ``pos`` column.
     test : path, optional
         A test file in the same layout (its tokens' errors are ``test_error``).
     label : str, optional
         The label column (default: the last column / ``xpos``).
+    bias : bool, optional
+        Add crfopt's bias block (docs/algorithms.md §1.1). Default: yes, except with a
+        CRF++/Wapiti pattern file, whose patterns define every feature of the model.
+    template_format : {"crfsuite", "crfpp", "wapiti"}, optional
+        How to read a template file; default: by its suffix and content.
     """
     path = os.fspath(path)
     if not Path(path).is_file():
@@ -202,7 +211,9 @@ def load_corpus(
             return read_conll(p, columns=columns, label=label_col, encoding=encoding)
 
         default_template = "ner" if "pos" in columns and label_col != "pos" else "pos"
-    tpl = load_template(template or default_template)
+    tpl = load_template(template or default_template, template_format)
+    if bias is None:
+        bias = tpl.default_bias
     readers: dict[str, Callable[[], Corpus]] = {"train": lambda: read(path)}
     digests = {"train": sha256_of(path)}
     if test is not None:

@@ -41,13 +41,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import string
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
+from itertools import chain, repeat
+from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -58,7 +58,6 @@ from crfopt.kernels.arrays import Sequences
 #: Bump when featurization changes, so cached problems are rebuilt.
 FEATURIZER_VERSION = 1
 
-BUILTIN_TEMPLATES = ("chunking", "ner", "pos")
 
 _PUNCT = set(string.punctuation)
 
@@ -165,6 +164,65 @@ class Template:
     def columns(self) -> tuple[str, ...]:
         return tuple(sorted({p.column for f in self.features for p in f.parts}))
 
+    @property
+    def default_bias(self) -> bool:
+        """Whether a problem gets crfopt's bias block unless told otherwise: yes here; no
+        for CRF++/Wapiti pattern files, which define every feature of their model."""
+        return True
+
+    def require_supported(self) -> None:
+        """Raise if crfopt's model cannot hold every feature of this template (a pattern
+        file's bigram-observation patterns); crfopt's own templates always fit."""
+
+    def check_corpus(self, corpus: Corpus, split: str, label: str) -> None:
+        """Raise :class:`DataFormatError` unless ``corpus`` has what the template reads."""
+        missing = [c for c in self.columns if c not in corpus.columns]
+        if missing:
+            raise DataFormatError(
+                corpus.path,
+                f"template {self.name!r} needs column(s) {', '.join(missing)}; the "
+                f"{split} corpus has {', '.join(corpus.columns)} (name them with --columns)",
+            )
+
+    def token_attributes(
+        self, sent: Sequence[tuple[str, ...]], col_index: Mapping[str, int]
+    ) -> list[list[str]]:
+        """Attribute strings of every token of one sentence (``col_index``: column → position)."""
+        T = len(sent)
+        cache: dict[tuple[str, str], list[Any]] = {}
+
+        def values(column: str, transform: str) -> list[Any]:
+            key = (column, transform)
+            if key not in cache:
+                fn, _ = _transform(transform)
+                j = col_index[column]
+                cache[key] = [fn(tok[j]) for tok in sent]
+            return cache[key]
+
+        out: list[list[str]] = [[] for _ in range(T)]
+        for feat in self.features:
+            label = feat.label()
+            if feat.boolean:
+                p = feat.parts[0]
+                vals = values(p.column, p.transform)
+                for t in range(T):
+                    pos = t + p.offset
+                    if 0 <= pos < T and vals[pos]:
+                        out[t].append(label)
+                continue
+            cols = [values(p.column, p.transform) for p in feat.parts]
+            offs = [p.offset for p in feat.parts]
+            lo = -min(0, *offs)
+            hi = T - max(0, *offs)
+            for t in range(lo, hi):
+                out[t].append(label + "=" + "|".join(c[t + o] for c, o in zip(cols, offs)))
+        return out
+
+    def encoder(self, attributes: Sequence[str]) -> TemplateEncoder | AttributeEncoder:
+        """The encoder of sentences into the columns of ``attributes`` (a model's
+        dictionary) through this template, for tagging."""
+        return TemplateEncoder(self, attributes)
+
     def spec(self) -> dict[str, Any]:
         """Canonical data form (what is hashed, cached and saved in models)."""
         return {
@@ -181,9 +239,18 @@ class Template:
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any], source: str = "") -> Template:
-        """Build from the canonical form or from the user file layout (module docstring)."""
+        """Build from the canonical form or from the user file layout (module docstring).
+
+        A pattern file's canonical form (``format``: ``crfpp`` or ``wapiti``) is read by
+        :func:`crfopt.data.template_files.template_from_spec`, which knows both kinds.
+        """
         if not isinstance(spec, Mapping):
             raise ValueError(f"{source or 'template'}: expected a mapping at the top level")
+        if "format" in spec:
+            raise ValueError(
+                f"{source or 'template'}: a CRF++/Wapiti pattern file's spec; read it with "
+                "crfopt.data.template_files.template_from_spec"
+            )
         name = str(spec.get("name", Path(source).stem if source else "template"))
         raw = spec.get("features")
         if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
@@ -230,50 +297,6 @@ class Template:
         return cls(name, tuple(features), str(spec.get("description", "")), source)
 
 
-def load_template(name_or_path: str | os.PathLike[str] | Template | Mapping[str, Any]) -> Template:
-    """A built-in template by name, a TOML/YAML file, or an already parsed one."""
-    if isinstance(name_or_path, Template):
-        return name_or_path
-    if isinstance(name_or_path, Mapping):
-        return Template.from_spec(name_or_path)
-    text_name = os.fspath(name_or_path)
-    if text_name in BUILTIN_TEMPLATES:
-        data = (
-            resources.files("crfopt.data")
-            .joinpath("templates", f"{text_name}.toml")
-            .read_text(encoding="utf-8")
-        )
-        return Template.from_spec(_toml_loads(data, text_name), source=f"builtin:{text_name}")
-    path = Path(text_name)
-    if not path.exists():
-        raise ValueError(
-            f"unknown template {text_name!r}: not a built-in ({', '.join(BUILTIN_TEMPLATES)}) "
-            "and no such file"
-        )
-    raw = path.read_text(encoding="utf-8")
-    if path.suffix in (".yaml", ".yml"):
-        import yaml
-
-        try:
-            spec = yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{path}: not valid YAML ({exc})") from None
-    else:
-        spec = _toml_loads(raw, str(path))
-    return Template.from_spec(spec, source=str(path))
-
-
-def _toml_loads(text: str, source: str) -> dict[str, Any]:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"{source}: not valid TOML ({exc})") from None
-
-
 @dataclass
 class Featurized:
     """The output of :func:`featurize`: sequences per split and the dictionaries."""
@@ -287,36 +310,183 @@ class Featurized:
 def _token_attributes(
     sent: Sequence[tuple[str, ...]], template: Template, col_index: Mapping[str, int]
 ) -> list[list[str]]:
-    """Attribute strings of every token of one sentence."""
-    T = len(sent)
-    cache: dict[tuple[str, str], list[Any]] = {}
+    """Attribute strings of every token of one sentence (:meth:`Template.token_attributes`)."""
+    return template.token_attributes(sent, col_index)
 
-    def values(column: str, transform: str) -> list[Any]:
-        key = (column, transform)
-        if key not in cache:
-            fn, _ = _transform(transform)
-            j = col_index[column]
-            cache[key] = [fn(tok[j]) for tok in sent]
-        return cache[key]
 
-    out: list[list[str]] = [[] for _ in range(T)]
-    for feat in template.features:
-        label = feat.label()
-        if feat.boolean:
-            p = feat.parts[0]
-            vals = values(p.column, p.transform)
-            for t in range(T):
-                pos = t + p.offset
-                if 0 <= pos < T and vals[pos]:
-                    out[t].append(label)
-            continue
-        cols = [values(p.column, p.transform) for p in feat.parts]
-        offs = [p.offset for p in feat.parts]
-        lo = -min(0, *offs)
-        hi = T - max(0, *offs)
-        for t in range(lo, hi):
-            out[t].append(label + "=" + "|".join(c[t + o] for c, o in zip(cols, offs)))
-    return out
+class TemplateEncoder:
+    """Sentences straight to the columns of a fixed attribute dictionary (tagging).
+
+    Gives every token the columns :func:`_token_attributes` and a frozen
+    :class:`~crfopt.data.vocabulary.Vocabulary` give it (sorted, distinct, unknown
+    attributes dropped) without forming the attribute strings: an attribute of a valued
+    feature is ``label=value``, so the dictionary is split once into one table per
+    feature, ``value → column`` (the names that begin with ``label=``), and a batch of
+    sentences is encoded feature by feature over all its tokens at once, each lookup a
+    dict access in C. Forming and hashing the strings one token at a time was 95 % of
+    ``crfopt tag``'s time.
+
+    Parameters
+    ----------
+    template : Template
+        The model's feature template.
+    attributes : sequence of str
+        The model's attribute names, in column order.
+    """
+
+    def __init__(self, template: Template, attributes: Sequence[str]) -> None:
+        self.template = template
+        self.n_attributes = len(attributes)
+        labels = [f.label() for f in template.features]
+        booleans = {lab for f, lab in zip(template.features, labels) if f.boolean}
+        valued = {lab for f, lab in zip(template.features, labels) if not f.boolean}
+        # A label without '=' heads exactly the names whose first '=' follows it; a
+        # label holding '=' (a feature named so) is matched by its prefix instead.
+        by_head: dict[str, dict[str, int]] = {lab: {} for lab in valued if "=" not in lab}
+        odd = sorted(lab for lab in valued if "=" in lab)
+        flags: dict[str, int] = {}
+        for column, name in enumerate(attributes):
+            head, sep, rest = name.partition("=")
+            if sep:
+                table = by_head.get(head)
+                if table is not None:
+                    table[rest] = column
+            if name in booleans:
+                flags[name] = column
+        for lab in odd:
+            prefix = lab + "="
+            by_head[lab] = {
+                name[len(prefix) :]: column
+                for column, name in enumerate(attributes)
+                if name.startswith(prefix)
+            }
+        #: per feature of the template: the column of a boolean feature's attribute
+        #: (None: unknown), or the table value → column of a valued one
+        self.tables: list[int | dict[str, int] | None] = [
+            flags.get(lab) if f.boolean else by_head[lab]
+            for f, lab in zip(template.features, labels)
+        ]
+
+    def encode(
+        self, sentences: Sequence[Sequence[tuple[str, ...]]], columns: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lengths, indptr, indices) of ``sentences`` (tuples of the ``columns``' values):
+        a CSR over their tokens with the sorted distinct columns of each."""
+        col_index = {c: j for j, c in enumerate(columns)}
+        lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        N, A = int(offsets[-1]), self.n_attributes
+        if N == 0 or A == 0:
+            return lengths, np.zeros(N + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        tokens = list(chain.from_iterable(sentences))
+        first = np.repeat(offsets[:-1], lengths)  # of each token's sentence
+        end = np.repeat(offsets[1:], lengths)
+        at = np.arange(N, dtype=np.int64)
+        raw: dict[str, tuple[list[str], np.ndarray]] = {}
+        coded: dict[tuple[str, str], tuple[list[Any], np.ndarray]] = {}
+
+        # Every value is transformed and looked up once per distinct value, not per
+        # token: (distinct values, each token's code) of a column, then of a transform.
+        def column(name: str) -> tuple[list[str], np.ndarray]:
+            if name not in raw:
+                raw[name] = _factorize(list(map(itemgetter(col_index[name]), tokens)))
+            return raw[name]
+
+        def values(part: Part) -> tuple[list[Any], np.ndarray]:
+            key = (part.column, part.transform)
+            if key not in coded:
+                distinct, codes = column(part.column)
+                fn, boolean = _transform(part.transform)
+                if boolean:
+                    flags = np.fromiter(map(bool, map(fn, distinct)), dtype=bool)
+                    coded[key] = ([False, True], flags[codes].astype(np.int64))
+                else:
+                    out, recode = _factorize(list(map(fn, distinct)))
+                    coded[key] = (out, recode[codes])
+            return coded[key]
+
+        rows: list[np.ndarray] = []
+        cols: list[np.ndarray] = []
+        for feat, table in zip(self.template.features, self.tables):
+            if table is None or (isinstance(table, dict) and not table):
+                continue  # no attribute of this feature is in the dictionary
+            inside = np.ones(N, dtype=bool)
+            for off in {p.offset for p in feat.parts}:
+                inside &= (at + off >= first) & (at + off < end)
+            if feat.boolean:
+                part = feat.parts[0]
+                source = np.where(inside, at + part.offset, 0)
+                hit = np.flatnonzero(inside & (values(part)[1][source] == 1))
+                rows.append(hit)
+                cols.append(np.full(len(hit), table, dtype=np.int64))
+                continue
+            hit = np.flatnonzero(inside)
+            parts = [values(p) for p in feat.parts]
+            codes = [c[hit + p.offset] for (_, c), p in zip(parts, feat.parts)]
+            # the distinct value tuples of the hits, their first hit, and each hit's tuple
+            key = codes[0]
+            for c, (distinct, _) in zip(codes[1:], parts[1:]):
+                key = np.unique(key * len(distinct) + c, return_inverse=True)[1]
+            _, first_hit, which = np.unique(key, return_index=True, return_inverse=True)
+            picked = [[d[j] for j in c[first_hit].tolist()] for (d, _), c in zip(parts, codes)]
+            names = picked[0] if len(picked) == 1 else map("|".join, zip(*picked))
+            lookup = cast(dict, table).get
+            found = np.fromiter(
+                map(lookup, names, repeat(-1)), dtype=np.int64, count=len(first_hit)
+            )
+            rows.append(hit)
+            cols.append(found[which])
+        if not rows:
+            return lengths, np.zeros(N + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        row = np.concatenate(rows)
+        col = np.concatenate(cols)
+        known = col >= 0
+        # sorted and distinct within each token: one sort of the (token, column) keys
+        key = np.sort(row[known] * A + col[known])
+        if len(key) > 1:
+            key = key[np.concatenate(([True], key[1:] != key[:-1]))]
+        row = key // A
+        indptr = np.zeros(N + 1, dtype=np.int64)
+        np.cumsum(np.bincount(row, minlength=N), out=indptr[1:])
+        return lengths, indptr, key - row * A
+
+
+class AttributeEncoder:
+    """Sentences to the columns of a fixed attribute dictionary through any template's
+    :meth:`Template.token_attributes`: the attribute strings of each token looked up in
+    a frozen :class:`~crfopt.data.vocabulary.Vocabulary` (unknown ones dropped), as
+    :func:`featurize` encodes a test split. The path for templates whose attributes are
+    not ``label=value`` names (CRF++/Wapiti pattern files), which :class:`TemplateEncoder`
+    cannot split into per-feature tables.
+    """
+
+    def __init__(self, template: Template, attributes: Sequence[str]) -> None:
+        self.template = template
+        self.vocabulary = Vocabulary(attributes, frozen=True)
+        self.n_attributes = len(attributes)
+
+    def encode(
+        self, sentences: Sequence[Sequence[tuple[str, ...]]], columns: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(lengths, indptr, indices) as :meth:`TemplateEncoder.encode` gives them."""
+        col_index = {c: j for j, c in enumerate(columns)}
+        lengths = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
+        indptr: list[int] = [0]
+        indices: list[int] = []
+        for sent in sentences:
+            for names in _token_attributes(sent, self.template, col_index):
+                indices.extend(self.vocabulary.token(names))
+                indptr.append(len(indices))
+        return lengths, np.asarray(indptr, dtype=np.int64), np.asarray(indices, dtype=np.int64)
+
+
+def _factorize(items: list[Any]) -> tuple[list[Any], np.ndarray]:
+    """(the distinct items in first-seen order, each item's index among them)."""
+    distinct = list(dict.fromkeys(items))
+    index = dict(zip(distinct, range(len(distinct))))
+    codes = np.fromiter(map(index.__getitem__, items), dtype=np.int64, count=len(items))
+    return distinct, codes
 
 
 def featurize(
@@ -341,14 +511,9 @@ def featurize(
     label_col = label or tr.label
     if label_col is None:
         raise ValueError("the training corpus has no label column")
+    template.require_supported()
     for split, corpus in corpora.items():
-        missing = [c for c in template.columns if c not in corpus.columns]
-        if missing:
-            raise DataFormatError(
-                corpus.path,
-                f"template {template.name!r} needs column(s) {', '.join(missing)}; the "
-                f"{split} corpus has {', '.join(corpus.columns)} (name them with --columns)",
-            )
+        template.check_corpus(corpus, split, label_col)
         if label_col not in corpus.columns:
             raise DataFormatError(corpus.path, f"no label column {label_col!r}")
     label_names = sorted({tok[tr.column(label_col)] for sent in tr.sentences for tok in sent})

@@ -479,3 +479,39 @@ def batch_viterbi(data, w, out):
     for i in range(len(data.offsets) - 1):
         s, e = int(data.offsets[i]), int(data.offsets[i + 1])
         chain_viterbi(theta[s:e], transition, e - s, K, out[s:e])
+
+
+def _csr_unary(offsets, indptr, indices, values, emission, bias):
+    N = len(indptr) - 1
+    K = emission.shape[1]
+    theta = np.zeros((N, K))
+    rows = np.repeat(np.arange(N), np.diff(indptr))
+    np.add.at(theta, rows, values[:, None] * emission[indices])
+    if bias.shape[1]:
+        theta += bias[:, 0]
+        starts, ends = offsets[:-1], offsets[1:]
+        nonempty = ends > starts
+        theta[starts[nonempty]] += bias[:, 1]
+        theta[ends[nonempty] - 1] += bias[:, 2]
+    return theta
+
+
+def csr_viterbi(offsets, indptr, indices, values, emission, bias, transition, out):
+    """Viterbi labels of every token of CSR sequences (crfopt/kernels/_numba/decode.py)."""
+    K = emission.shape[1]
+    theta = _csr_unary(offsets, indptr, indices, values, emission, bias)
+    for i in range(len(offsets) - 1):
+        s, e = int(offsets[i]), int(offsets[i + 1])
+        if e > s:
+            chain_viterbi(theta[s:e], transition, e - s, K, out[s:e])
+
+
+def csr_node_marginals(offsets, indptr, indices, values, emission, bias, transition, nodes):
+    """P(y_t = k | x) of every token of CSR sequences into ``nodes`` (N × K)."""
+    K = emission.shape[1]
+    theta = _csr_unary(offsets, indptr, indices, values, emission, bias)
+    edge_sum = np.zeros((K, K))
+    for i in range(len(offsets) - 1):
+        s, e = int(offsets[i]), int(offsets[i + 1])
+        if e > s:
+            chain_marginal_sums(theta[s:e], transition, e - s, K, nodes[s:e], edge_sum)

@@ -128,7 +128,7 @@ def _readonly(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _merge_duplicates(
+def merge_duplicates(
     indptr: np.ndarray, indices: np.ndarray, values: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Sort ids within each token and sum duplicates (docs/algorithms.md §1.1 [choice]).
@@ -158,6 +158,29 @@ def _merge_duplicates(
     new_ptr = np.zeros(n_rows + 1, dtype=np.int64)
     np.add.at(new_ptr, new_row + 1, 1)
     return np.cumsum(new_ptr), idx[keep].astype(np.int32), merged
+
+
+def checked_rows(
+    indptr: Any, indices: Any, values: Any, n_rows: int, n_attributes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A CSR over ``n_rows`` tokens as (int64, int64, float64) arrays, refused with the
+    reason unless well formed: ids in 0..n_attributes-1, finite values (None: all 1)."""
+    indptr = np.asarray(indptr, dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    values = (
+        np.ones(len(indices), dtype=np.float64)
+        if values is None
+        else np.asarray(values, dtype=np.float64)
+    )
+    if indptr.shape != (n_rows + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
+        raise ValueError("indptr must be non-decreasing, start at 0 and have N+1 entries")
+    if indptr[-1] != len(indices) or len(values) != len(indices):
+        raise ValueError("indptr[-1], len(indices) and len(values) must agree")
+    if len(indices) and (indices.min() < 0 or indices.max() >= n_attributes):
+        raise ValueError(f"attribute ids must lie in 0..{n_attributes - 1}")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("attribute values must be finite")
+    return indptr, indices, values
 
 
 def build_kernel_data(
@@ -225,21 +248,7 @@ def build_kernel_data(
 
     if seqs.indptr is None or seqs.indices is None:
         raise ValueError("sequences need dense embeddings or a sparse (indptr, indices) pair")
-    indptr = np.asarray(seqs.indptr, dtype=np.int64)
-    indices = np.asarray(seqs.indices, dtype=np.int64)
-    values = (
-        np.ones(len(indices), dtype=np.float64)
-        if seqs.values is None
-        else np.asarray(seqs.values, dtype=np.float64)
-    )
-    if indptr.shape != (N + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
-        raise ValueError("indptr must be non-decreasing, start at 0 and have N+1 entries")
-    if indptr[-1] != len(indices) or len(values) != len(indices):
-        raise ValueError("indptr[-1], len(indices) and len(values) must agree")
-    if len(indices) and (indices.min() < 0 or indices.max() >= A):
-        raise ValueError(f"attribute ids must lie in 0..{A - 1}")
-    if not np.all(np.isfinite(values)):
-        raise ValueError("attribute values must be finite")
+    indptr, indices, values = checked_rows(seqs.indptr, seqs.indices, seqs.values, N, A)
 
     if bias:
         # Append the virtual attributes token by token: always-on, first, last.
@@ -266,7 +275,7 @@ def build_kernel_data(
         new_idx[cursor[last]] = A + 2
         new_val[cursor[last]] = 1.0
         indptr, indices, values = new_ptr, new_idx, new_val
-    indptr, indices32, values = _merge_duplicates(indptr, indices, values)
+    indptr, indices32, values = merge_duplicates(indptr, indices, values)
 
     # Per-sequence supports: distinct attributes of each sequence and the local index
     # of every stored entry (docs/algorithms.md §1.5, gradient restricted to active columns).

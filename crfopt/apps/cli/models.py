@@ -57,6 +57,14 @@ from crfopt.apps.cli.options import (
     help="Where to save the model (.crfopt).",
 )
 @click.option("--quiet", is_flag=True, help="No progress lines.")
+@click.option(
+    "--prune/--no-prune",
+    default=True,
+    show_default=True,
+    help="Leave out of the saved model the attributes whose weights are all zero (as "
+    "CRFsuite does; ℓ1 training leaves many): the same predictions from a smaller file. "
+    "--no-prune keeps the whole dictionary.",
+)
 @l1_option
 @corpus_options
 @plugin_dir_option
@@ -69,6 +77,7 @@ def train_cmd(
     sets: Sequence[str],
     model_path: str,
     quiet: bool,
+    prune: bool,
     l1: float | None,
     corpus: dict[str, Any],
     plugin_dirs: Sequence[str],
@@ -128,7 +137,8 @@ def train_cmd(
         sys.exit(1)
     model = trained.model
     info = model.training
-    path = model.save(model_path)
+    saved = model.pruned() if prune else model
+    path = saved.save(model_path, prune=False)
     table = Table(title=escape(f"{optimizer} on {problem.name}"), show_header=False)
     table.add_column("quantity")
     table.add_column("value")
@@ -145,6 +155,12 @@ def train_cmd(
         if value is not None:
             table.add_row(key, f"{value:.6g}" if isinstance(value, float) else escape(str(value)))
     table.add_row("model", escape(f"{path} ({human_bytes(path.stat().st_size)})"))
+    if prune:
+        kept = len(saved.attributes)
+        table.add_row(
+            "attributes",
+            f"{kept:,} saved, {len(model.attributes) - kept:,} with all weights zero left out",
+        )
     console.print(table)
     if info.get("status") == "budget":
         from crfopt.bench.compare import FAR_FROM_OPTIMUM, distance_from_optimum
@@ -219,12 +235,12 @@ def _unseen_columns(model: Any, corpus: Any) -> list[tuple[str, float, str]]:
 
     try:
         template = model_template(model)
+        tables = model.text_encoder().tables  # per feature: known value → column
     except Exception:  # no text template: tag/evaluate report that themselves
         return []
-    known = set(model.attributes)
     out = []
-    for feat in template.features:
-        if len(feat.parts) != 1:
+    for feat, known in zip(template.features, tables):
+        if len(feat.parts) != 1 or not isinstance(known, dict):
             continue
         part = feat.parts[0]
         if part.transform != "identity" or part.offset != 0 or part.column == WORD_COLUMN:
@@ -233,7 +249,7 @@ def _unseen_columns(model: Any, corpus: Any) -> list[tuple[str, float, str]]:
             continue
         j = corpus.columns.index(part.column)
         values = [tok[j] for sent in corpus.sentences for tok in sent]
-        unseen = [v for v in values if f"{feat.label()}={v}" not in known]
+        unseen = [v for v in values if v not in known]
         if values and len(unseen) / len(values) > UNSEEN_COLUMN_SHARE:
             out.append((part.column, len(unseen) / len(values), unseen[0]))
     return out
@@ -344,6 +360,8 @@ def evaluate_cmd(
             str(scores.pred_chunks),
         )
         for kind, (gold, pred, right) in sorted(scores.per_type.items()):
+            if not kind:  # untyped chunks (B I O): the row above already
+                continue
             p, r, f = scores.prf(gold, pred, right)
             table.add_row(
                 escape(kind),

@@ -53,7 +53,7 @@ def with_l1(params: dict[str, Any], l1: float | None) -> dict[str, Any]:
 
 
 def corpus_options(func: Any) -> Any:
-    """--columns/--template/--test/--label/--encoding: how to read a corpus given as a path.
+    """--columns/--template[-format]/--test/--label/--encoding: how to read a corpus file.
 
     The command receives them as one ``corpus`` keyword: the problem parameters they set
     (:func:`corpus_params`), empty when none is given.
@@ -64,12 +64,15 @@ def corpus_options(func: Any) -> Any:
         *args: Any,
         columns: str | None,
         template: str | None,
+        template_format: str | None,
         test_path: str | None,
         label_column: str | None,
         encoding: str | None,
         **kwargs: Any,
     ) -> Any:
-        corpus = corpus_params(columns, template, test_path, label_column, encoding)
+        corpus = corpus_params(
+            columns, template, test_path, label_column, encoding, template_format
+        )
         return func(*args, corpus=corpus, **kwargs)
 
     for option in reversed(
@@ -80,7 +83,15 @@ def corpus_options(func: Any) -> Any:
             click.option(
                 "--template",
                 default=None,
-                help="Feature template: chunking, ner, pos or a TOML/YAML file.",
+                help="Feature template: chunking, ner, pos, a TOML/YAML file, or a CRF++ "
+                "template or Wapiti pattern file (docs/patterns.md).",
+            ),
+            click.option(
+                "--template-format",
+                type=click.Choice(["crfpp", "wapiti", "crfsuite"]),
+                default=None,
+                help="How to read the --template file: CRF++, Wapiti, or crfopt's "
+                "CRFsuite-style TOML/YAML (default: by suffix and content).",
             ),
             click.option(
                 "--test",
@@ -112,6 +123,7 @@ def corpus_params(
     test_path: str | None,
     label_column: str | None,
     encoding: str | None = None,
+    template_format: str | None = None,
 ) -> dict[str, Any]:
     """The problem parameters the corpus options set; only those given (a built-in
     problem takes none of them)."""
@@ -120,6 +132,8 @@ def corpus_params(
         out["columns"] = columns
     if template:
         out["template"] = template
+    if template_format:
+        out["template_format"] = template_format
     if test_path:
         out["test"] = test_path
     if label_column:

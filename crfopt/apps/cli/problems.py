@@ -136,8 +136,13 @@ def template_rules(spec: dict[str, Any]) -> list[str]:
 
     Single-column features with one name, column and transform merge into one line
     with their offsets (``w = word at -2 -1 0 +1 +2``); conjunctions list their windows
-    (``w|w = word[-1] & word[0]; word[0] & word[+1]``).
+    (``w|w = word[-1] & word[0]; word[0] & word[+1]``). A CRF++/Wapiti pattern file
+    lists its patterns, each with what crfopt makes of it.
     """
+    if "format" in spec:
+        from crfopt.data.patterns import PatternTemplate
+
+        return PatternTemplate.from_spec(spec).rules()
 
     def part_text(column: str, transform: str, offset: int | None) -> str:
         where = "" if offset is None else f"[{offset:+d}]".replace("[+0]", "[0]")
@@ -182,6 +187,7 @@ def info_cmd(
     \b
       crfopt info --problem conll2000
       crfopt info --problem my.conll --columns word,pos,label --template ner
+      crfopt info --problem train.txt --template patterns.txt --template-format wapiti
     """
     reg = build_registry(plugin_dirs)
     problem_sets, _ = resolve_sets(sets, problems=[problem_name])

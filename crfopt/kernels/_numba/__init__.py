@@ -35,7 +35,13 @@ from crfopt.kernels._numba.chain import (
     chain_log_partition,
     chain_marginal_sums,
 )
-from crfopt.kernels._numba.decode import batch_viterbi, chain_viterbi
+from crfopt.kernels._numba.decode import (
+    PARALLEL_FROM,
+    batch_viterbi,
+    chain_viterbi,
+    csr_node_marginals,
+    csr_viterbi,
+)
 from crfopt.kernels._numba.functionals import (
     chain_entropy,
     chain_entropy_linlog,
@@ -88,6 +94,7 @@ __all__ = [
     "BATCH_CHUNKS",
     "LOG_SPAN_LIMIT",
     "MODULES",
+    "PARALLEL_FROM",
     "add_local",
     "all_unary",
     "batch_entropy",
@@ -105,6 +112,8 @@ __all__ = [
     "chain_log_partition",
     "chain_marginal_sums",
     "chain_viterbi",
+    "csr_node_marginals",
+    "csr_viterbi",
     "difference_direction",
     "dot_local",
     "emission_matrix",
