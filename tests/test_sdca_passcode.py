@@ -117,8 +117,11 @@ def test_two_threads_report_no_gap_below_the_true_one(dense, l1):
     for k in (64, 256, 1, 300, 256, 256, 77):
         done += opt.run_block(k)
         reported, true_gap = _check_state(p, opt)
-        # equal up to the rounding of ŵ(μ) summed in another order than w's moves
-        assert reported >= true_gap - 1e-12 * max(1.0, abs(Evaluator(p).primal(opt.w)))
+        # equal up to the rounding of ŵ(μ) summed in another order than w's moves (w
+        # matches ŵ(μ) to 1e-9 relative above, and the threads' order of adds, hence the
+        # rounding, changes from run to run); a lost add left unrestored moves w by a
+        # whole step γv, far more than rounding
+        assert reported >= true_gap - 1e-9 * max(1.0, abs(Evaluator(p).primal(opt.w)))
     c = p.counters.snapshot()
     assert c.oracle_calls == c.updates == c.iterations == done
     audited = int(p.data.audit[0])
