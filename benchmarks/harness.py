@@ -26,6 +26,7 @@ SECTIONS = [
     "P1",
     "P2",
     "P3",
+    "parallel",
     "wapiti",
     "P4",
     "P5",

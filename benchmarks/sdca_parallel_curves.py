@@ -43,8 +43,6 @@ import crfopt
 from crfopt.bench.optimum import shipped_optimum
 from crfopt.bench.runner import Budget, run
 
-from conftest import bench_problem, threads  # the script's folder is on sys.path
-
 TARGET = 1e-3
 #: the issue's target: the 2-thread run's seconds over the baseline's
 TARGET_RATIO = 0.65
@@ -71,6 +69,10 @@ def curves(
     runs: Sequence[tuple[str, str, int, dict[str, Any]]] = RUNS,
 ) -> pd.DataFrame:
     """Every checkpoint of every (run, seed) on problem ``name`` (relative sub-optimality)."""
+    # benchmarks/conftest.py, imported here: under pytest, "conftest" at import time is
+    # the tests' one
+    from conftest import bench_problem
+
     p, label = bench_problem(name)
     ref = shipped_optimum(p)
     if ref is None:
@@ -115,6 +117,8 @@ def _traced_run(
     params: dict[str, Any],
 ) -> dict[str, Any]:
     """One run to 1e-3 (or its budget) on ``k`` kernel threads, with the load around it."""
+    from conftest import threads
+
     load_before = os.getloadavg()[0]
     with threads(k):
         res = run(
