@@ -27,6 +27,7 @@ SECTIONS = [
     "P2",
     "P3",
     "parallel",
+    "parallel-limits",
     "wapiti",
     "P4",
     "P5",

@@ -17,9 +17,9 @@ stand-ins of OCR's and CoNLL-2000's sizes when the data is missing). Printed per
 - every run's median passes and seconds to 1e-1, 1e-2 and 1e-3.
 
 Seconds from a loaded machine are not comparable (the script prints the load; a 2-thread
-run needs both cores); passes are. ``--minibatch`` adds ``sdca-minibatch`` (B = 8 and 2)
-on 2 threads, ``--csv FILE`` keeps every checkpoint, ``--figure FILE`` draws relative
-sub-optimality against seconds (top) and passes (bottom), one column per problem::
+run needs both cores); passes are. ``--csv FILE`` keeps every checkpoint, ``--figure FILE``
+draws relative sub-optimality against seconds (top) and passes (bottom), one column per
+problem::
 
     python benchmarks/sdca_parallel_curves.py [--problems ocr,conll2000] [--seeds 0,1,2] \
         [--passes 40] [--csv curves.csv] [--figure reports/figures/sdca-passcode-seconds.png]
@@ -53,10 +53,6 @@ RUNS = [
     (BASELINE, "sdca-gap", 1, {}),
     ("sdca-passcode-wild, 1 thread", "sdca-passcode-wild", 1, {}),
     (PARALLEL, "sdca-passcode-wild", 2, {}),
-]
-MINIBATCH = [
-    ("sdca-minibatch B=8, 2 threads", "sdca-minibatch", 2, {}),
-    ("sdca-minibatch B=2, 2 threads", "sdca-minibatch", 2, {"batch_size": 2}),
 ]
 #: the sub-optimality levels of :func:`levels` (a method may lead early and lose late)
 LEVELS = (1e-1, 1e-2, 1e-3)
@@ -276,18 +272,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--problems", default="ocr,conll2000")
     ap.add_argument("--seeds", default="0,1,2", help="seeds, comma-separated")
     ap.add_argument("--passes", type=float, default=40.0, help="pass budget of each run")
-    ap.add_argument(
-        "--minibatch", action="store_true", help="add sdca-minibatch (B = 8 and 2) on 2 threads"
-    )
     ap.add_argument("--csv", type=Path, help="write every checkpoint here")
     ap.add_argument("--figure", type=Path, help="draw the curves into this image file")
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",")]
-    runs = RUNS + (MINIBATCH if args.minibatch else [])
     print(f"crfopt {crfopt.__version__}; load average before: {os.getloadavg()}", flush=True)
     frames = []
     for name in args.problems.split(","):
-        df = curves(name, args.passes, seeds, runs)
+        df = curves(name, args.passes, seeds)
         frames.append(df)
         with pd.option_context("display.width", 200, "display.max_columns", 20):
             print(time_to_target(df).to_string(index=False))
