@@ -233,13 +233,15 @@ def _limits_reading(lim: dict) -> list[str]:
         bandwidth = x["dual_traffic_gbs"] / x["copy_bandwidth_gbs"]
         fits = x["l2_bytes"] and x["scratch_bytes"] < x["l2_bytes"]
         out.append(
-            f"- {label_of(name)}: the two threads do {100 * extra:+.0f} % of one thread's CPU "
-            f"work. The machinery alone costs {100 * idle:+.0f} %; the machine's own two busy "
-            f"cores cost {100 * machine:.0f} % (two independent processes); the rest, "
-            f"{100 * shared:+.0f} %, is what sharing w between the threads costs (both write "
-            f"the transition block's cache lines every iteration). The stored duals' traffic "
-            f"is {100 * bandwidth:.0f} % of one thread's copy bandwidth, so memory bandwidth "
-            f"is not the limit; the K² tables "
-            f"{'fit' if fits else 'do not fit'} in a core's L2."
+            f"- {label_of(name)}: the two threads' CPU work is {100 * extra:+.0f} % of one "
+            f"thread's. The machinery, measured alone, accounts for {100 * idle:+.0f} %, and "
+            f"the machine's own two-core contention (two independent processes) for "
+            f"{100 * machine:.0f} %. The remaining {100 * shared:+.0f} % is left to the "
+            f"threads' sharing of w: they do write the same coordinates at once (the adds "
+            f"lost and restored at a block end reach {x['drift_max']:.1e} of its move). "
+            f"The stored duals' traffic is {100 * bandwidth:.0f} % of one thread's copy "
+            f"bandwidth, so memory bandwidth is not the limit; the K² tables "
+            f"{'fit' if fits else 'do not fit'} in a core's L2. These epoch ratios move by "
+            f"about ±10 % between runs on this machine: read each as a rough share."
         )
     return out

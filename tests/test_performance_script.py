@@ -795,3 +795,58 @@ def test_parallel_section_reports_each_problem_against_its_baseline(perf, tmp_pa
     assert "sdca-gap, 1 thread | 6.00 6.50 6.50 | 6 6.5 6.5 |  |" in text
     assert "- OCR: passes 6.5 7 7 against 6–6.5 (**outside**)" in text
     assert "![seconds and passes](figures/sdca-passcode-seconds.png)" in text
+
+
+def test_parallel_limits_section_splits_the_excess_work_into_its_causes(perf, tmp_path):
+    """The limits table has a column per problem, and the reading splits the two threads'
+    extra CPU work into the machinery's idle cost, the machine's two-core cost and the rest
+    (the sharing of w), each computed from the figures, with bandwidth as a share."""
+    parallel = sys.modules["perf_parallel"]
+    figures = {
+        "problem": "OCR",
+        "n": 100,
+        "K": 26,
+        "dim": 4082,
+        "epoch_s": 0.7,
+        "epoch_cpu_s": 0.7,
+        "machinery_idle": 1.02,
+        "machinery_idle_cpu": 1.05,
+        "speedup_ratio": 0.62,
+        "parallel_work_cpu": 1.25,
+        "two_processes": 1.1,
+        "two_processes_cpu": 1.12,
+        "drift_max": 0.019,
+        "w_bytes": 8 * 4082,
+        "scratch_bytes": 0.25 * 2**20,
+        "l2_bytes": 1.25 * 2**20,
+        "dual_traffic_gbs": 1.0,
+        "copy_bandwidth_gbs": 20.0,
+        "move_plain_us": 2.5,
+        "move_atomic_us": 32.0,
+        "iteration_us": 128.0,
+        "load_before": 0.1,
+        "load_after": 0.9,
+    }
+    res = fake_result("this box")
+    res["parallel-limits"] = {"seeds": [0], "passes": 40.0, "target": 1e-3, "others": {}}
+    res["parallel-limits"]["limits"] = {"ocr": figures}
+    out = tmp_path / "performance.md"
+    perf.write_report(res, out)
+    text = out.read_text(encoding="utf-8")
+    assert "## Parallel SDCA: other problems, and what limits the speed-up" in text
+    assert "| **2 threads** (ideal 0.5) | **0.620** |" in text
+    assert (
+        "| move of w: plain / atomic (µs), atomic's share of an iteration | 2.5 / 32.0, 0.25 |"
+        in text
+    )
+    # +25 % work = 5 % machinery + 12 % machine + 8 % left to the sharing of w
+    assert (
+        "CPU work is +25 % of one thread's. The machinery, measured alone, accounts for +5 %"
+        in text
+    )
+    assert "two-core contention (two independent processes) for 12 %" in text
+    assert "The remaining +8 % is left to the threads' sharing of w" in text
+    assert "reach 1.9e-02 of its move" in text
+    assert "5 % of one thread's copy bandwidth" in text
+    assert "the K² tables fit in a core's L2" in text
+    assert parallel.LIMIT_PROBLEMS == ["ocr", "conll2000", "ner-nl"]
