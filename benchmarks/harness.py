@@ -26,6 +26,8 @@ SECTIONS = [
     "P1",
     "P2",
     "P3",
+    "parallel",
+    "parallel-limits",
     "wapiti",
     "P4",
     "P5",

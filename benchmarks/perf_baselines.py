@@ -21,7 +21,7 @@ P3_PROBLEMS = ["ocr", "conll2000", "ner-nl", "pos-ewt"]
 
 
 #: parallel stochastic plugins tried in P3's 2-thread runs when registered (issue 19 item 2)
-PARALLEL_OPTIMIZERS = ["sdca-minibatch"]
+PARALLEL_OPTIMIZERS = ["sdca-passcode-wild"]
 
 
 def p1(args: argparse.Namespace) -> dict:

@@ -30,6 +30,12 @@ machine, one thread each unless said otherwise. Sections (``--only``):
            the parallel plugins) to reach CRFsuite L-BFGS's converged objective + 1e-4
            relative, against CRFsuite's training time. CRFsuite's figures are cached in the
            user cache (``<cache>/crfsuite/``) and reused unless ``--retrain-crfsuite``.
+* parallel sdca-passcode-wild on 2 threads against sdca-gap on 1 (issue 48): seconds to
+           1e-3 relative sub-optimality on OCR and CoNLL-2000, 3 seeds, with the curves
+           (reports/figures/sdca-passcode-seconds.png); about 20 minutes, needs both cores.
+* parallel-limits  the same runs on NER-nl and POS-EWT (seed 0), and what limits the
+           2-thread epoch (benchmarks/passcode_limits.py) on OCR, CoNLL-2000 and NER-nl;
+           about 12 minutes, needs both cores.
 * wapiti   Wapiti 1.5 (benchmarks/wapiti.py builds it) on exactly crfopt's feature map and
            λ, in raw observation mode (each token's attributes as ``u:`` observations, the
            bias block as three more, one constant ``b`` observation for the transitions;
@@ -112,6 +118,13 @@ from perf_epochs import (  # noqa: E402
     threads,
     threads_section,
 )
+from perf_parallel import (  # noqa: E402
+    parallel,
+    parallel_limits,
+    parallel_limits_section,
+    parallel_section,
+    parallel_summary_rows,
+)
 from perf_system import p4, p5, startup, startup_section  # noqa: E402
 from perf_users import TAGGING_ROWS, l1, l1_section, tagging, tagging_section  # noqa: E402
 from perf_wapiti import WAPITI_ALGORITHMS, wapiti, wapiti_section  # noqa: E402
@@ -128,6 +141,8 @@ MEASURES = {
     "P1": p1,
     "P2": p2,
     "P3": p3,
+    "parallel": parallel,
+    "parallel-limits": parallel_limits,
     "wapiti": wapiti,
     "P4": p4,
     "P5": p5,
@@ -197,6 +212,8 @@ def _summary_rows(res: dict) -> list[str]:
                         f"| W | {what}: {'no Wapiti algorithm' if not fast else 'no crfopt run'} "
                         f"reached it | | | | ≤ {WAPITI_TARGET:g} | **missed** |"
                     )
+    if "parallel" in res and "skipped" not in res["parallel"]:
+        rows += parallel_summary_rows(res["parallel"])
     if "P4" in res and "skipped" not in res["P4"]:
         r = res["P4"]
         rows.append(
@@ -293,6 +310,10 @@ def write_report(res: dict, path: Path) -> None:
         lines += threads_section(res["threads"])
     if "P3" in res and "skipped" not in res["P3"]:
         lines += p3_section(res["P3"], res["machine"])
+    if "parallel" in res:
+        lines += parallel_section(res["parallel"])
+    if "parallel-limits" in res:
+        lines += parallel_limits_section(res["parallel-limits"])
     if "wapiti" in res:
         p3 = res.get("P3")
         same_run = (

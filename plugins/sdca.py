@@ -18,7 +18,7 @@ exactly. At σ = 0 the ℓ2 arithmetic runs unchanged.
 The numerics are crfopt's dual pieces (``crfopt.dual``: ``blocks`` load μ_i, ask the
 oracle for ν_i and store μ_γ; ``search`` chooses γ; ``prox`` handles σ > 0; ``state``
 holds μ, w and the running totals); this module is the algorithm that composes them.
-The mini-batch variant is ``plugins/sdca_minibatch.py``.
+The asynchronous parallel variant is ``plugins/sdca_passcode.py``.
 
 References
 ----------

@@ -74,7 +74,6 @@ REPLAY_METHODS = frozenset(
         "sdca-gapimp",
         "sdca-importance",
         "sdca-max",
-        "sdca-minibatch",
         "sdca-perm",
         "sg-nus",
     }

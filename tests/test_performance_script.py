@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import crfopt
@@ -735,3 +736,117 @@ def test_wapiti_raw_mode_is_crfopts_objective_by_brute_force(perf, tmp_path):
     rows = [(o, None, names[k], v[k]) for o, v in theta.items() for k in range(K)]
     rows += [("b", names[a], names[b], blocks.transition[a, b]) for a in range(K) for b in range(K)]
     np.testing.assert_array_equal(wapiti.weights_from_raw(problem, rows), w)
+
+
+def test_parallel_section_reports_each_problem_against_its_baseline(perf, tmp_path):
+    """Issue 48's table: seconds to 1e-3 per seed for the three runs, the 2-thread run's
+    ratio to the baseline of the same seed (median), met against ≤ 0.65, and the per-pass
+    comparison with the baseline's seed spread."""
+    curves = sys.modules["sdca_parallel_curves"]
+    parallel = sys.modules["perf_parallel"]
+    rows = []
+    # (run, seed) → (seconds per half pass, passes to 1e-3); sub-optimality 10^-(passes/2)
+    for run_label, per_pass_s, reach in (
+        (curves.BASELINE, 1.0, 6.0),
+        (curves.RUNS[1][0], 1.1, 6.0),
+        (curves.PARALLEL, 0.6, 6.5),
+    ):
+        for seed in (0, 1, 2):
+            for x in np.arange(0.0, 10.5, 0.5):
+                rows.append(
+                    {
+                        "problem": "OCR",
+                        "run": run_label,
+                        "seed": seed,
+                        "time_s": per_pass_s * x,
+                        "effective_passes": x,
+                        "rel_suboptimality": 10.0 ** (-3.0 * x / (reach + 0.1 * seed)),
+                        "status": "target",
+                        "load_before": 1.0,
+                        "load_after": 1.2,
+                    }
+                )
+    df = pd.DataFrame(rows)
+    res = fake_result("this box")
+    res["parallel"] = {
+        "target": curves.TARGET,
+        "target_ratio": curves.TARGET_RATIO,
+        "passes": 40.0,
+        "seeds": [0, 1, 2],
+        "figure": "reports/figures/sdca-passcode-seconds.png",
+        "problems": {
+            "ocr": {
+                "runs": curves.time_to_target(df).to_dict(orient="records"),
+                "summary": curves.summary(df).to_dict(orient="records")[0],
+                "idle": curves.summary(df, curves.RUNS[1][0]).to_dict(orient="records")[0],
+                "levels": curves.levels(df).to_dict(orient="records"),
+            }
+        },
+    }
+    out = tmp_path / "performance.md"
+    perf.write_report(res, out)
+    text = out.read_text(encoding="utf-8")
+    assert parallel.PARALLEL_PROBLEMS == ["ocr", "conll2000"]
+    top = next(ln for ln in text.splitlines() if ln.startswith("| parallel |"))
+    # the 2-thread run reaches 1e-3 at 6.5 passes (7 with seed 1, 2: the first half pass at
+    # or below), 0.6 s a pass, against 6 (6.5) passes at 1 s a pass: 3.9/6.0 = 0.65 → met
+    assert top.endswith("| 0.65 | ≤ 0.65 | met |"), top
+    assert "sdca-passcode-wild, 2 threads | 3.90 4.20 4.20 | 6.5 7 7 | 0.65 |" in text
+    assert "sdca-gap, 1 thread | 6.00 6.50 6.50 | 6 6.5 6.5 |  |" in text
+    assert "- OCR: passes 6.5 7 7 against 6–6.5 (**outside**)" in text
+    assert "![seconds and passes](figures/sdca-passcode-seconds.png)" in text
+
+
+def test_parallel_limits_section_splits_the_excess_work_into_its_causes(perf, tmp_path):
+    """The limits table has a column per problem, and the reading splits the two threads'
+    extra CPU work into the machinery's idle cost, the machine's two-core cost and the rest
+    (the sharing of w), each computed from the figures, with bandwidth as a share."""
+    parallel = sys.modules["perf_parallel"]
+    figures = {
+        "problem": "OCR",
+        "n": 100,
+        "K": 26,
+        "dim": 4082,
+        "epoch_s": 0.7,
+        "epoch_cpu_s": 0.7,
+        "machinery_idle": 1.02,
+        "machinery_idle_cpu": 1.05,
+        "speedup_ratio": 0.62,
+        "parallel_work_cpu": 1.25,
+        "two_processes": 1.1,
+        "two_processes_cpu": 1.12,
+        "drift_max": 0.019,
+        "w_bytes": 8 * 4082,
+        "scratch_bytes": 0.25 * 2**20,
+        "l2_bytes": 1.25 * 2**20,
+        "dual_traffic_gbs": 1.0,
+        "copy_bandwidth_gbs": 20.0,
+        "move_plain_us": 2.5,
+        "move_atomic_us": 32.0,
+        "iteration_us": 128.0,
+        "load_before": 0.1,
+        "load_after": 0.9,
+    }
+    res = fake_result("this box")
+    res["parallel-limits"] = {"seeds": [0], "passes": 40.0, "target": 1e-3, "others": {}}
+    res["parallel-limits"]["limits"] = {"ocr": figures}
+    out = tmp_path / "performance.md"
+    perf.write_report(res, out)
+    text = out.read_text(encoding="utf-8")
+    assert "## Parallel SDCA: other problems, and what limits the speed-up" in text
+    assert "| **2 threads** (ideal 0.5) | **0.620** |" in text
+    assert (
+        "| move of w: plain / atomic (µs), atomic's share of an iteration | 2.5 / 32.0, 0.25 |"
+        in text
+    )
+    # +25 % work = 5 % machinery + 12 % machine + 8 % left to the sharing of w
+    assert (
+        "CPU work is +25 % of one thread's. The machinery, measured alone, accounts for +5 %"
+        in text
+    )
+    assert "two-core contention (two independent processes) for 12 %" in text
+    assert "The remaining +8 % is left to the threads' sharing of w" in text
+    assert "reach 1.9e-02 of its move" in text
+    assert "5 % of one thread's copy bandwidth" in text
+    assert "the K² tables fit in a core's L2" in text
+    assert parallel.LIMIT_PROBLEMS == ["ocr", "conll2000", "ner-nl"]
