@@ -50,8 +50,6 @@ from numba.extending import intrinsic
 import crfopt
 from crfopt import kernels
 
-from conftest import bench_problem, threads  # the script's folder is on sys.path
-
 
 def _make(problem: Any, name: str, **params: Any) -> Any:
     q = problem.with_lam(problem.lam)
@@ -75,6 +73,8 @@ def epoch_seconds(opt: Any, epochs: int) -> tuple[float, float]:
 
 
 def _concurrent_epoch(args: tuple[str, int, Any]) -> tuple[float, float]:
+    from conftest import bench_problem
+
     name, epochs, barrier = args
     numba.set_num_threads(1)
     problem, _ = bench_problem(name)
@@ -175,6 +175,10 @@ def l2_bytes() -> int | None:
 
 
 def limits(name: str, epochs: int) -> dict[str, Any]:
+    # benchmarks/conftest.py (the script's folder is on sys.path), imported here: under
+    # pytest, "conftest" at import time is the tests' one
+    from conftest import bench_problem, threads
+
     problem, label = bench_problem(name)
     kd = problem.data
     K = problem.n_labels

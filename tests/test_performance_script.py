@@ -413,7 +413,7 @@ def test_render_rewrites_the_report_from_the_last_run_without_measuring(
     monkeypatch.setattr(perf, "RESULTS", raw)
     # a measurement would need these; --render must not reach them
     for section in perf.SECTIONS:
-        monkeypatch.setattr(perf, section.lower(), None)
+        monkeypatch.setitem(perf.MEASURES, section, None)
     (tmp_path / "performance_notes.md").write_text("Edited notes.\n")
     out = tmp_path / "performance.md"
     assert perf.main(["--render", "--out", str(out)]) == 0
