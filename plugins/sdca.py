@@ -97,21 +97,13 @@ def _refresh_gaps(data, counters, st, sampler, sc):
 
 
 @jit(inline=True)
-def _newton_step_size(opts, counters, st, sc, i, T, K, g_i, r_i, lna, seg, m):
+def _newton_step_size(opts, counters, st, sc, i, T, K, g_i, r_i, a, seg, m):
     """γ by the safeguarded Newton search from ``opts.start`` (§3.2; the prox objective of
-    §3.14 when τ > 0, where ``lna`` is λn and f'(1) = -λn φ(1))."""
-    tau = opts.tau
-    if tau > 0.0:
-        end = lna * prox.segment_slope(1.0, seg, m, tau)[0]
-        x0 = search.newton_start(opts.start, st.last_step[i], g_i, r_i, end)
-        gamma, evals, capped = search.prox_line_search(
-            x0, opts.sub_precision, opts.max_line_search, g_i + r_i, lna, sc, T, K, seg, m, tau
-        )
-    else:
-        x0 = search.newton_start(opts.start, st.last_step[i], g_i, r_i, lna)
-        gamma, evals, capped = search.newton_line_search(
-            x0, opts.sub_precision, opts.max_line_search, g_i + r_i, lna, sc, T, K
-        )
+    §3.14 when τ > 0), its derivative evaluations counted."""
+    gamma, evals, capped = search.newton_step(
+        opts.start, st.last_step[i], opts.sub_precision, opts.max_line_search,
+        g_i, r_i, a, opts.lam_n, sc, T, K, seg, m, opts.tau,
+    )  # fmt: skip
     counters[kernels.LS_EVALS] += evals
     if capped:
         st.cap_hits[0] += 1
@@ -123,8 +115,7 @@ def _choose_step(opts, counters, st, sc, i, T, K, g_i, r_i, a, b, seg, m):
     """γ by the run's step rule (§3.2; the prox objective of §3.14 when τ > 0)."""
     rule = opts.rule
     if rule == StepRule.NEWTON:
-        lna = opts.lam_n if opts.tau > 0.0 else opts.lam_n * a
-        return _newton_step_size(opts, counters, st, sc, i, T, K, g_i, r_i, lna, seg, m)
+        return _newton_step_size(opts, counters, st, sc, i, T, K, g_i, r_i, a, seg, m)
     if rule == StepRule.GOLDEN:
         gamma, evals = search.golden_line_search(
             opts.sub_precision, a, b, opts.lam_n, sc, T, K, seg, m, opts.tau

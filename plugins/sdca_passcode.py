@@ -65,20 +65,10 @@ class PasscodeOptions(NamedTuple):
 def _step_size(opts, counters, st, sc, i, T, K, g_i, r_i, a, seg, m):
     """γ by SDCA's safeguarded Newton search on the block objective (§3.2; its prox form,
     §3.14, when τ > 0), from ``opts.start``."""
-    tau = opts.tau
-    if tau > 0.0:
-        lna = opts.lam_n
-        end = lna * prox.segment_slope(1.0, seg, m, tau)[0]
-        x0 = search.newton_start(opts.start, st.last_step[i], g_i, r_i, end)
-        gamma, evals, capped = search.prox_line_search(
-            x0, opts.sub_precision, opts.max_line_search, g_i + r_i, lna, sc, T, K, seg, m, tau
-        )
-    else:
-        lna = opts.lam_n * a
-        x0 = search.newton_start(opts.start, st.last_step[i], g_i, r_i, lna)
-        gamma, evals, capped = search.newton_line_search(
-            x0, opts.sub_precision, opts.max_line_search, g_i + r_i, lna, sc, T, K
-        )
+    gamma, evals, capped = dual.search.newton_step(
+        opts.start, st.last_step[i], opts.sub_precision, opts.max_line_search,
+        g_i, r_i, a, opts.lam_n, sc, T, K, seg, m, opts.tau,
+    )  # fmt: skip
     counters[kernels.LS_EVALS] += evals
     if capped:
         st.cap_hits[0] += 1

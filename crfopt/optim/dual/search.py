@@ -37,6 +37,7 @@ __all__ = [
     "golden_line_search",
     "newton_line_search",
     "newton_start",
+    "newton_step",
     "prox_derivatives",
     "prox_line_search",
 ]
@@ -292,6 +293,24 @@ def newton_start(start, previous, g_i, r_i, lna):
     if not (0.0 < x0 < 1.0):
         x0 = 0.5
     return x0
+
+
+@jit(inline=True)
+def newton_step(
+    start, previous, sub_precision, max_iter, g_i, r_i, a, lam_n, sc, T, K, seg, m, tau
+):
+    """γ on block i's objective by the safeguarded Newton search from :func:`newton_start`
+    (LPL18 eq. 20; its prox form when τ > 0, where f'(1) = -λn φ(1) replaces -λna).
+    Returns (γ, derivative evaluations, whether ``max_iter`` was reached)."""
+    if tau > 0.0:
+        end = lam_n * segment_slope(1.0, seg, m, tau)[0]
+        x0 = newton_start(start, previous, g_i, r_i, end)
+        return prox_line_search(
+            x0, sub_precision, max_iter, g_i + r_i, lam_n, sc, T, K, seg, m, tau
+        )
+    lna = lam_n * a
+    x0 = newton_start(start, previous, g_i, r_i, lna)
+    return newton_line_search(x0, sub_precision, max_iter, g_i + r_i, lna, sc, T, K)
 
 
 @jit(inline=True)
