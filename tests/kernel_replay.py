@@ -74,6 +74,7 @@ REPLAY_METHODS = frozenset(
         "sdca-gapimp",
         "sdca-importance",
         "sdca-max",
+        "sdca-passcode-wild",
         "sdca-perm",
         "sg-nus",
     }
