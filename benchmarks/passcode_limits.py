@@ -38,6 +38,7 @@ import argparse
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,11 @@ def _make(problem: Any, name: str, **params: Any) -> Any:
         return spec.create(q, 0, params)
 
 
-def epoch_seconds(opt: Any, epochs: int) -> tuple[float, float]:
+def epoch_seconds(
+    opt: Any, epochs: int, after: Callable[[], None] | None = None
+) -> tuple[float, float]:
     """The least wall time and the least CPU time (every thread of the process) of
-    ``epochs`` epochs, after one untimed epoch."""
+    ``epochs`` epochs, after one untimed epoch; ``after`` runs off the clock after each."""
     n = opt.problem.n
     opt.run_block(n)
     wall = cpu = float("inf")
@@ -69,6 +72,8 @@ def epoch_seconds(opt: Any, epochs: int) -> tuple[float, float]:
         opt.run_block(n)
         wall = min(wall, time.perf_counter() - t0)
         cpu = min(cpu, time.process_time() - c0)
+        if after is not None:
+            after()
     return wall, cpu
 
 
@@ -190,17 +195,13 @@ def limits(name: str, epochs: int) -> dict[str, Any]:
         serial = epoch_seconds(_make(problem, "sdca-passcode-wild", threads=2), epochs)
     with threads(2):
         par_opt = _make(problem, "sdca-passcode-wild", threads=2)
-        drifts = []
-        n = problem.n
-        par_opt.run_block(n)
-        parallel = cpu = float("inf")
-        for _ in range(epochs):
-            t0, c0 = time.perf_counter(), time.process_time()
-            par_opt.run_block(n)
-            parallel = min(parallel, time.perf_counter() - t0)
-            cpu = min(cpu, time.process_time() - c0)
+        drifts: list[float] = []
+
+        def read_drift() -> None:
             eps, move = par_opt.drift
             drifts.append(eps / move if move else 0.0)
+
+        parallel, cpu = epoch_seconds(par_opt, epochs, after=read_drift)
     both = two_processes(name, epochs)
     out["load_after"] = os.getloadavg()[0]
     out["epoch_s"], out["epoch_cpu_s"] = base
@@ -220,11 +221,11 @@ def limits(name: str, epochs: int) -> dict[str, Any]:
     out["l2_bytes"] = l2
     # stored duals read and written per iteration, at the 2-thread iteration rate
     dual_bytes = 2 * 8 * float(entries.mean())
-    out["dual_traffic_gbs"] = dual_bytes * n / parallel / 1e9
+    out["dual_traffic_gbs"] = dual_bytes * problem.n / parallel / 1e9
     out["copy_bandwidth_gbs"] = copy_bandwidth() / 1e9
     out["move_plain_us"] = move_seconds(problem, atomic=False) * 1e6
     out["move_atomic_us"] = move_seconds(problem, atomic=True) * 1e6
-    out["iteration_us"] = base[1] / n * 1e6
+    out["iteration_us"] = base[1] / problem.n * 1e6
     return out
 
 
