@@ -28,6 +28,7 @@ SECTIONS = [
     "P3",
     "parallel",
     "parallel-limits",
+    "auto",
     "wapiti",
     "P4",
     "P5",

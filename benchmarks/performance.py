@@ -36,6 +36,14 @@ machine, one thread each unless said otherwise. Sections (``--only``):
 * parallel-limits  the same runs on NER-nl and POS-EWT (seed 0), and what limits the
            2-thread epoch (benchmarks/passcode_limits.py) on OCR, CoNLL-2000 and NER-nl;
            about 12 minutes, needs both cores.
+* auto     ``--optimizer auto`` (crfopt/apps/auto.py) against every candidate optimizer
+           on every built-in problem and NER-nl read as a user file, ℓ2 and ℓ1 + ℓ2:
+           seconds to 1e-4 relative sub-optimality, the pick's own run against the
+           fastest (benchmarks/perf_auto.py); ``--refit`` first refits the rule on this
+           run's candidates and writes the table into crfopt/apps/auto.py. About 2 h
+           on the 2-core machine of 2026-12-07 (the candidates 100 min, the P* runs of
+           the ℓ1 + ℓ2 cases among them; the picks 15 min); ``--resume`` takes back
+           the cases an interrupted run saved.
 * wapiti   Wapiti 1.5 (benchmarks/wapiti.py builds it) on exactly crfopt's feature map and
            λ, in raw observation mode (each token's attributes as ``u:`` observations, the
            bias block as three more, one constant ``b`` observation for the transitions;
@@ -108,6 +116,7 @@ from harness import (  # noqa: E402
     now_utc,
     ok_mark,
 )
+from perf_auto import AUTO_PROBLEMS, auto, auto_section  # noqa: E402
 from perf_baselines import P3_PROBLEMS, PARALLEL_OPTIMIZERS, p1, p2, p3, p3_section  # noqa: E402
 from perf_epochs import (  # noqa: E402
     BEFORE,
@@ -143,6 +152,7 @@ MEASURES = {
     "P3": p3,
     "parallel": parallel,
     "parallel-limits": parallel_limits,
+    "auto": auto,
     "wapiti": wapiti,
     "P4": p4,
     "P5": p5,
@@ -314,6 +324,8 @@ def write_report(res: dict, path: Path) -> None:
         lines += parallel_section(res["parallel"])
     if "parallel-limits" in res:
         lines += parallel_limits_section(res["parallel-limits"])
+    if "auto" in res:
+        lines += auto_section(res["auto"])
     if "wapiti" in res:
         p3 = res.get("P3")
         same_run = (
@@ -354,10 +366,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument(
         "--problems",
         nargs="+",
-        choices=P3_PROBLEMS,
+        choices=list(dict.fromkeys(P3_PROBLEMS + AUTO_PROBLEMS)),
         metavar="PROBLEM",
-        help="narrow epochs (ocr, conll2000), P3 and wapiti (ocr, conll2000, ner-nl, pos-ewt) "
-        "and tagging (conll2000, pos-ewt) to these",
+        help="narrow epochs (ocr, conll2000), P3 and wapiti (ocr, conll2000, ner-nl, pos-ewt), "
+        "tagging (conll2000, pos-ewt) and auto (every built-in problem, 'ner-nl (file)') "
+        "to these",
     )
     ap.add_argument(
         "--out",
@@ -436,6 +449,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=7200.0,
         help="wapiti: the cap of the L-BFGS run to convergence that checks the objective (7200)",
+    )
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="auto: take back the cases an interrupted run saved (.benchmarks/auto-partial.json)",
+    )
+    ap.add_argument(
+        "--refit",
+        action="store_true",
+        help="auto: refit the rule on this run's candidates and write its table into "
+        "crfopt/apps/auto.py before timing auto's picks",
     )
     ap.add_argument(
         "--retrain-crfsuite",

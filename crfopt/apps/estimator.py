@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from crfopt.apps.auto import AUTO, choose
 from crfopt.apps.items import as_sentences, encode_items
 from crfopt.apps.model import Model, split_labels
 from crfopt.core.problem import CRFProblem
@@ -153,12 +154,15 @@ class CRF(_Base):
         optimize).
     optimizer : str, optional
         A registered crfopt variant (``"sdca-gap"``, ``"lbfgs"``, ``"sag-nus-star"``…).
-        Default: the one ``algorithm`` maps to, else ``"sdca-gap"`` (``"owlqn"`` when
-        c1 > 0).
+        Default: the one ``algorithm`` maps to, else ``"auto"``: the optimizer crfopt's
+        measured seconds say is fastest for the problem's size, ℓ1 weight and thread
+        count (``crfopt.apps.auto``; ``verbose`` prints the choice and why, and
+        ``model_.training["auto"]`` keeps the reason).
     c1 : float, optional
         CRFsuite's ℓ1 coefficient, σ = c1/n (CRFsuite minimizes Σℓᵢ + c1‖w‖₁ + c2‖w‖²;
-        every weight is penalized, transitions and bias included). With c1 > 0 the
-        default optimizer is ``owlqn``; an optimizer that handles ℓ2 only refuses it.
+        every weight is penalized, transitions and bias included). With c1 > 0 ``auto``
+        picks among the optimizers that accept it; an optimizer that handles ℓ2 only
+        refuses it.
     c2 : float, optional
         CRFsuite's ℓ2 coefficient, λ = 2·c2/n (CRFsuite minimizes Σℓᵢ + c2‖w‖²).
         Give at most one of ``lam``, ``c2``; default λ = 1/n (c2 = 0.5).
@@ -313,7 +317,7 @@ class CRF(_Base):
                     f"optimizer={self.optimizer!r} was given: give one of them"
                 )
             return self.optimizer
-        return mapped or ("owlqn" if self.c1 else "sdca-gap")
+        return mapped or AUTO
 
     def _check_params(self) -> None:
         if self.c1 is not None and not (
@@ -375,6 +379,12 @@ class CRF(_Base):
         optimizer = self._resolve_optimizer()
         template = self._fit_template()
         problem, classes = self._training_problem(X, y, X_dev, y_dev, template)
+        choice = None
+        if optimizer == AUTO:
+            choice = choose(problem)
+            optimizer = choice.optimizer
+            if self.verbose:
+                print(choice.line())
         n, has_dev = problem.n, "test" in problem.splits  # X_dev became the "test" split
         attributes = list(problem.attribute_names or ())
         target = self.epsilon if self.epsilon is not None else self.target_gap
@@ -406,13 +416,15 @@ class CRF(_Base):
             iterations=iterations,
             target_gap=target,
             seed=self.seed,
-            params=self.optimizer_params,
+            params={**(choice.params if choice else {}), **(self.optimizer_params or {})},
             registry=registry,
             on_checkpoint=self._print_checkpoint if self.verbose else None,
             checkpoints=checkpoints,
             metrics=None if monitoring else [],
             train_error=monitoring,
         )
+        if choice is not None:
+            trained.model.training["auto"] = choice.reason
         if template is not None:  # predict (and a saved model) featurize with it
             trained.model.template = template.spec()
             trained.model.training["estimator_template"] = True

@@ -31,17 +31,29 @@ from crfopt.apps.cli.options import (
     epilog=exit_codes("training failed or diverged (no model is saved)"),
 )
 @click.option("--problem", "problem_name", required=True, help="Problem name or corpus path.")
-@click.option("--optimizer", default="sdca-gap", show_default=True, help="Optimizer variant.")
 @click.option(
-    "--passes", type=float, default=30.0, show_default=True, help="Budget in effective passes."
+    "--optimizer",
+    default="auto",
+    show_default=True,
+    help="Optimizer variant, or 'auto': the one crfopt's measured seconds say is fastest "
+    "for this problem's size, ℓ1 weight and thread count (it prints its choice and why; "
+    "docs/api/auto.md).",
+)
+@click.option(
+    "--passes",
+    type=float,
+    default=None,
+    help="Budget in effective passes [default: 30; with auto, 200 as a cap on top of its "
+    "certified stop].",
 )
 @click.option(
     "--target-gap",
     type=float,
     default=None,
-    help="Stop once the duality gap is ≤ this × P(0), i.e. relative to the objective at w = 0 "
-    "(methods with a dual; the same meaning as CRF(target_gap=...); compare's --target-gap "
-    "is absolute).",
+    help="Stop once the duality gap (every optimizer has one: a primal method's is that of "
+    "its own iterate) is ≤ this × P(0), i.e. relative to the objective at w = 0 (the same "
+    "meaning as CRF(target_gap=...); compare's --target-gap is absolute) [default: none; "
+    "with auto, 1e-6].",
 )
 @click.option(
     "--seed", type=int, default=0, show_default=True, help="Seed of the optimizer's sampling."
@@ -71,7 +83,7 @@ from crfopt.apps.cli.options import (
 def train_cmd(
     problem_name: str,
     optimizer: str,
-    passes: float,
+    passes: float | None,
     target_gap: float | None,
     seed: int,
     sets: Sequence[str],
@@ -87,26 +99,45 @@ def train_cmd(
     Examples:
 
     \b
+      crfopt train --problem conll2000 --model chunker.crfopt
       crfopt train --problem conll2000 --optimizer sdca-gap --passes 30 --model chunker.crfopt
       crfopt train --problem train.conll --encoding latin-1 --model mine.crfopt
     """
+    from crfopt.apps import auto
     from crfopt.apps.train import TrainingError, train
     from crfopt.optim.contract import ParameterError
     from crfopt.optim.registry import UnknownNameError
 
     reg = build_registry(plugin_dirs)
-    try:
-        spec = reg.optimizer(optimizer)
-    except UnknownNameError as exc:
-        raise click.BadParameter(str(exc), param_hint="--optimizer") from None
+    chosen = optimizer == auto.AUTO
+    if not chosen:
+        try:
+            reg.optimizer(optimizer)
+        except UnknownNameError as exc:
+            raise click.BadParameter(
+                f"{exc} (or {auto.AUTO!r}: crfopt picks one)", param_hint="--optimizer"
+            ) from None
+    # auto's pick is not known before the problem is: --set then names the problem only
     problem_sets, optimizer_sets = resolve_sets(
-        sets, problems=[problem_name], optimizers=[optimizer]
+        sets, problems=[problem_name], optimizers=[] if chosen else [optimizer]
     )
     params = {
         **problem_sets.get(problem_name, {}),
         **corpus,
     }
     problem = load_problem_cli(reg, problem_name, with_l1(params, l1))
+    optimizer_params = optimizer_sets.get(optimizer, {})
+    if chosen:
+        choice = auto.choose(problem)
+        err_console.print(escape(choice.line()))
+        optimizer, optimizer_params = choice.optimizer, dict(choice.params)
+        if target_gap is None:
+            target_gap = auto.DEFAULT_TARGET_GAP
+        if passes is None:
+            passes = auto.DEFAULT_PASSES
+    elif passes is None:
+        passes = DEFAULT_PASSES
+    spec = reg.optimizer(optimizer)
 
     def progress(row: dict[str, Any]) -> None:
         if quiet:
@@ -127,7 +158,7 @@ def train_cmd(
             passes=passes,
             target_gap=target_gap,
             seed=seed,
-            params=optimizer_sets.get(optimizer, {}),
+            params=optimizer_params,
             on_checkpoint=progress,
         )
     except (ParameterError, ValueError) as exc:
@@ -136,6 +167,8 @@ def train_cmd(
         err_console.print(f"[red]error:[/] {escape(str(exc))}; no model saved")
         sys.exit(1)
     model = trained.model
+    if chosen:
+        model.training["auto"] = choice.reason
     info = model.training
     saved = model.pruned() if prune else model
     path = saved.save(model_path, prune=False)
@@ -162,6 +195,20 @@ def train_cmd(
             f"{kept:,} saved, {len(model.attributes) - kept:,} with all weights zero left out",
         )
     console.print(table)
+    gap = info.get("duality_gap")
+    target = trained.absolute_target_gap
+    if (
+        target is not None
+        and gap is not None
+        and info.get("status") == "converged"
+        and gap > target
+    ):
+        err_console.print(
+            f"[yellow]note:[/] {escape(optimizer)} stopped on its own convergence test with a "
+            f"duality gap of {gap:.3g}, above the target {target:.3g}: the target is not "
+            "certified; rerun with the optimizer's own test off (e.g. --set "
+            f"{escape(optimizer)}.tolerance=0 for SDCA) or with --optimizer auto"
+        )
     if info.get("status") == "budget":
         from crfopt.bench.compare import FAR_FROM_OPTIMUM, distance_from_optimum
 
@@ -178,6 +225,10 @@ def train_cmd(
             "[yellow]note:[/] this problem has no text template: `crfopt tag` cannot use the "
             "model; load it with crfopt.Model.load"
         )
+
+
+#: ``crfopt train``'s pass budget for a named optimizer
+DEFAULT_PASSES = 30.0
 
 
 def _load_model(path: str):
