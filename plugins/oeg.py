@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import crfopt
-from crfopt import borrowed, dual, jit, kernels, pieces, prefetch, samplers, vmath
+from crfopt import borrowed, dual, jit, kernels, pieces, samplers, vmath
 
 
 class OEGState(NamedTuple):
@@ -42,8 +42,7 @@ class OEGState(NamedTuple):
     theta_n: np.ndarray  # (N, K) node part scores θ_i
     rho: np.ndarray  # (n,) edge part: ρ_i c E^truth_t + M_i
     M: np.ndarray  # (n, K, K)
-    mu_n: np.ndarray  # (N, K) log node marginals of μ_i
-    mu_e: np.ndarray  # (N - n, K, K) log edge marginals of μ_i
+    nodes: np.ndarray  # (N, K) node marginals of μ_i (linear)
     P: np.ndarray  # (n, K, K) Σ_t μ_i edge marginals (linear)
     H: np.ndarray  # (n,) entropies H̃(μ_i)
     eta: np.ndarray  # (n,) per-example step sizes
@@ -60,7 +59,7 @@ class OEGOptions(NamedTuple):
     grow: float  # η_i ← grow · η_i after an accepted trial
     shrink: float  # η_i ← shrink · η_i after a rejected one
     permute_first: bool  # draw the first epoch from a permutation (SBA15 App. D)
-    linear: bool  # linear marginals from the kernel (opt-in; equal to rounding only)
+    linear: bool  # linear marginals from the kernel (the default; equal to rounding)
 
 
 class OEGWork(NamedTuple):
@@ -128,13 +127,15 @@ def _trial_entropy(data, counters, wk, i, T, K, linear, bonus):
     = ρ_i' c on the truth): fills the trial edge scores wk.t_e and marginals (wk.ln,
     wk.le, wk.nodes_new, wk.edges_lin, wk.P_new) and returns H' = log Z' - ⟨θ', μ'⟩.
 
-    Default: the linear marginals are exp of the log-marginals (vector exp for the
-    edges, libm for the nodes), bit for bit what every earlier release computed: the
-    accept test ``gain >= 0`` is decided by rounding once a block has converged, so any
-    other rounding changes which trials are accepted. ``linear`` (the opt-in
-    ``linear_marginals``) takes them from the kernel instead, as products of its scaled
-    messages: no exp at all, same values to rounding, different accept decisions at ties.
-    P' and ⟨θ', μ'⟩ share one sweep of the edges (same summation order as two sweeps).
+    With ``linear`` (``linear_marginals``, the default since issue 47) the linear
+    marginals come from the kernel, as products of its scaled messages: no exp at all.
+    Without it they are exp of the log-marginals (vector exp for the edges, libm for the
+    nodes), bit for bit what releases before issue 47 computed. The two agree to
+    rounding, but the accept test ``gain >= 0`` is decided by rounding once a block has
+    converged, so they accept different trials at ties; the per-pass convergence check
+    (docs/algorithms.md §3.8) found no difference beyond 1e-12 on OCR, CoNLL-2000 and
+    NER-nl. P' and ⟨θ', μ'⟩ share one sweep of the edges (same summation order as two
+    sweeps).
     """
     t_n, t_e, ln, le, edges_lin, P_new = wk.t_n, wk.t_e, wk.ln, wk.le, wk.edges_lin, wk.P_new
     nodes_new = wk.nodes_new
@@ -169,10 +170,10 @@ def _trial_gain(data, st, lam_n, wk, i, T, K, h_new, linear):
     """n × the dual change of the trial; leaves dw = (E_{μ_i}F - E_{μ'}F)/(λn) on the
     sequence's support in wk.E_loc, wk.d_trans. wk.nodes_cur holds μ_i's node marginals.
 
-    With ``linear`` (opt-in, see :func:`_trial_entropy`), ⟨w, dw⟩'s emission part is
+    With ``linear`` (the default, see :func:`_trial_entropy`), ⟨w, dw⟩'s emission part is
     ⟨θ(w; x_i), D⟩ with D the node-marginal difference (⟨W_E, Xᵀ D⟩ = ⟨X W_E, D⟩): T·K
     terms from the scores wk.s_w at hand instead of a gather of every support row of w;
-    equal to rounding, so off by default for the same reason.
+    equal to rounding. Without it, the gather, as before issue 47.
     """
     diff_n, E_loc, d_trans, nodes_new, P_new = (
         wk.diff_n,
@@ -201,30 +202,29 @@ def _trial_gain(data, st, lam_n, wk, i, T, K, h_new, linear):
 
 
 @jit(inline=True)
-def _current_nodes(mu_n, nodes_cur, s0, T, K):
-    """nodes_cur[:T] = exp of μ_i's log node marginals (rows s0 … s0+T-1 of mu_n)."""
+def _current_nodes(nodes, nodes_cur, s0, T, K):
+    """nodes_cur[:T] = μ_i's node marginals (rows s0 … s0+T-1 of ``nodes``)."""
     for t in range(T):
         for k in range(K):
-            nodes_cur[t, k] = math.exp(mu_n[s0 + t, k])
+            nodes_cur[t, k] = nodes[s0 + t, k]
 
 
 @jit(inline=True)
 def _accept(data, st, wk, i, T, K, rho_new, h_new):
-    """Make the trial the new dual block μ_i (scores, marginals, sums) and move w by dw;
-    the trial's edge part off the truth, wk.t_base, becomes M_i."""
+    """Make the trial the new dual block μ_i (scores, node marginals, sums) and move w by
+    dw; the trial's edge part off the truth, wk.t_base, becomes M_i.
+
+    μ_i's edge marginals are not stored: no iteration reads them, and the checkpoints
+    recompute them from the scores θ_i, which determine them (:func:`_dual_marginals`).
+    That store was 8–12 % of an epoch on OCR and CoNLL-2000."""
     s0 = data.offsets[i]
-    es = s0 - i
     kernels.add_local(data, i, st.w, 1.0, wk.E_loc, wk.d_trans)
-    theta_n, mu_n, mu_e, M, P = st.theta_n, st.mu_n, st.mu_e, st.M, st.P
-    t_n, ln, le, t_base, P_new = wk.t_n, wk.ln, wk.le, wk.t_base, wk.P_new
+    theta_n, nodes, M, P = st.theta_n, st.nodes, st.M, st.P
+    t_n, nodes_new, t_base, P_new = wk.t_n, wk.nodes_new, wk.t_base, wk.P_new
     for t in range(T):
         for k in range(K):
             theta_n[s0 + t, k] = t_n[t, k]
-            mu_n[s0 + t, k] = ln[t, k]
-    # μ_i's edge block is read by no later iteration, only at checkpoints: streamed to
-    # memory, it skips the read of its lines an ordinary store makes first (the
-    # (N - n)·K² table is far larger than the caches; 8-12 % of an epoch)
-    prefetch.stream_copy(mu_e, es * K * K, le, (T - 1) * K * K)
+            nodes[s0 + t, k] = nodes_new[t, k]
     st.rho[i] = rho_new
     for k in range(K):
         for l in range(K):
@@ -255,7 +255,7 @@ def _oeg_block(data, counters, st, first, later, uniforms, k_iters, opts, wk):
         kernels.unary_scores(data, i, st.w, wk.s_w)  # scores, not an oracle call
         wk.W_T[:, :] = kernels.transition_matrix(data, st.w)
         # μ_i's node marginals: fixed until a trial is accepted, so once per iteration
-        _current_nodes(st.mu_n, wk.nodes_cur, data.offsets[i], T, K)
+        _current_nodes(st.nodes, wk.nodes_cur, data.offsets[i], T, K)
         max_trials = opts.trials_first if first_epoch else opts.trials_later
         for _trial in range(max_trials):
             e_i = st.eta[i]
@@ -300,10 +300,10 @@ class OEG(crfopt.Optimizer):
             0.5, float, "η_i ← shrink · η_i after a failure", low=0.0, high=1.0
         ),
         "linear_marginals": crfopt.Param(
-            False,
+            True,
             bool,
             "trial marginals as products of the kernel's messages, not exp of logs: "
-            "cheaper, equal to rounding, but rounding decides accepts at ties",
+            "cheaper, equal to rounding (false: the exp, as before issue 47)",
         ),
     }
     capabilities = frozenset({"stochastic", "has_dual"})
@@ -313,10 +313,11 @@ class OEG(crfopt.Optimizer):
     def state_memory(cls, problem: crfopt.CRFProblem, params: Mapping[str, Any]) -> int:
         """Bytes of the state :meth:`setup` allocates, from the problem's shapes.
 
-        float64 throughout: the dual log-marginals (N·K + (N-n)·K²), the node scores θ
-        (N·K), the per-sequence K×K tables M and P (2·n·K²), two weight vectors (w and
-        ŵ(μ⁰)), the per-sequence scalars and the work arrays of one trial (about
-        3·(L-1)·K² + 6·L·K, plus the gibbs edge table of setup).
+        float64 throughout: the dual log-marginals (N·K + (N-n)·K²: μ⁰, then the buffer
+        :meth:`dual_state` refills), the node scores θ and node marginals (2·N·K), the
+        per-sequence K×K tables M and P (2·n·K²), two weight vectors (w and ŵ(μ⁰)), the
+        per-sequence scalars and the work arrays of one trial (about 3·(L-1)·K² + 6·L·K,
+        plus the gibbs edge table of setup).
         """
         K, kd, n, N = problem.n_labels, problem.data, problem.n, problem.n_tokens
         L = int(kd.max_len)
@@ -324,7 +325,8 @@ class OEG(crfopt.Optimizer):
         support = pieces.max_support(kd)
         work = 4 * E * K * K + 8 * L * K + 4 * K * K + support * K
         return int(
-            problem.dual_memory(8) + 8 * (N * K + 2 * n * K * K + 2 * problem.dim + 4 * n + work)
+            problem.dual_memory(8)
+            + 8 * (2 * N * K + 2 * n * K * K + 2 * problem.dim + 4 * n + work)
         )
 
     @classmethod
@@ -359,8 +361,7 @@ class OEG(crfopt.Optimizer):
             theta_n=theta_n,
             rho=np.ones(p.n),
             M=np.zeros((p.n, K, K)),
-            mu_n=mu.log_nodes,
-            mu_e=mu.log_edges,
+            nodes=np.exp(mu.log_nodes),
             P=Psum,
             H=dual.entropies(p, mu),
             eta=np.full(p.n, prm["initial_step"]),
@@ -409,12 +410,53 @@ class OEG(crfopt.Optimizer):
         )
 
     def dual_state(self) -> crfopt.DualMarginals:
-        return self._mu
+        """μ recomputed from the scores θ_i (:func:`_dual_marginals`) into one buffer kept
+        between calls; before the first accepted trial, μ⁰ itself."""
+        if int(self._state.iterations[0]) == 0:
+            return self._mu
+        mu = self._mu
+        _dual_marginals(
+            self.problem.data,
+            np.zeros_like(self.problem.counters.array),
+            self._state,
+            self._opts.c_init,
+            self._opts.linear,
+            self._work,
+            mu.log_nodes,
+            mu.log_edges,
+        )
+        return mu
 
     def dual_value(self) -> float:
         p = self.problem
         w = self._state.w
         return float(self._state.H.mean() - 0.5 * p.lam * float(w @ w))
+
+
+@jit
+def _dual_marginals(data, scratch, st, c_init, linear, wk, log_nodes, log_edges):
+    """μ_i's log-marginals for every i, from the scores θ_i that define them: the node
+    scores θ_n and the edge tables M_i plus ρ_i·c on the truth, through the oracle the
+    trials use, so an accepted block's are bit for bit its trial's. Counted in
+    ``scratch``, a throwaway counter array: the checkpoints' evaluation, not the
+    optimizer's work."""
+    data, scratch, st, wk = borrowed((data, scratch, st, wk))
+    K = data.n_labels
+    n = data.offsets.shape[0] - 1
+    for i in range(n):
+        s0 = data.offsets[i]
+        T = data.offsets[i + 1] - s0
+        kernels.oracle_scores_bonus(
+            data, scratch, i, st.theta_n[s0 : s0 + T], st.M[i], st.rho[i] * c_init,
+            wk.t_e, wk.ln, wk.le, wk.nodes_new, wk.edges_lin, linear,
+        )  # fmt: skip
+        for t in range(T):
+            for k in range(K):
+                log_nodes[s0 + t, k] = wk.ln[t, k]
+        for t in range(T - 1):
+            for k in range(K):
+                for l in range(K):
+                    log_edges[s0 - i + t, k, l] = wk.le[t, k, l]
 
 
 _REF = "Collins et al. 2008; SBA15 §6 fn. 9, App. D; docs/algorithms.md §3.8"

@@ -181,14 +181,15 @@ def test_oracle_scores_marginals_are_the_exp_of_the_log_marginals(small):
         np.testing.assert_allclose(lin[: T - 1], np.exp(le[: T - 1]), rtol=1e-12, atol=1e-15)
 
 
-def test_oeg_linear_marginals_option_converges(small, w_star):
-    """The opt-in path (cheaper, rounding-level different accept decisions) still solves the
-    problem: same duality-gap target as the default."""
+def test_oeg_exp_marginals_option_converges(small, w_star):
+    """The trial path before issue 47 (marginals as exp of the log-marginals; equal to
+    rounding, different accept decisions at ties) still solves the problem: same
+    duality-gap target as the default."""
     p = small.with_lam(small.lam)
     res = crfopt.run(
         p,
         "oeg",
-        params={"linear_marginals": True},
+        params={"linear_marginals": False},
         budget=crfopt.Budget(passes=800, target_gap=1e-6),
         checkpoints="every:10",
     )
