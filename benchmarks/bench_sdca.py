@@ -17,7 +17,7 @@ from conftest import bench_problem, record_epochs, threads, time_full_pass
 
 # sub_precision=0.5: a single Newton step, i.e. one line-search evaluation per iteration,
 # so the difference to sdca-gap is the price of the extra ~1.6 evaluations
-VARIANTS = ["sdca", "sdca-gap", "sdca-gap[start=chord]", "sdca-gap[sub_precision=0.5]"]
+VARIANTS = ["sdca", "sdca-gap", "sdca-gap[start=half]", "sdca-gap[sub_precision=0.5]"]
 
 
 @numba.njit(cache=False)

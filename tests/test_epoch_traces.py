@@ -5,6 +5,11 @@ primal, dual, duality gap at fixed checkpoints) and the final weights of a seede
 two small synthetic problems, written by tests/golden/make_traces.py from the commit
 before that work (the file records which). Each run here must reproduce them to 1e-9:
 an optimization that changes an iterate beyond rounding fails, whatever it gains.
+
+Issue 47's one exception: a change that moves an optimizer's iterates within the
+method's own tolerance, once the per-pass convergence check has admitted it, re-records
+that optimizer's entries once (``make_traces.py --rerecord``); the file's ``rerecorded``
+list gives each such commit and its reason.
 """
 
 from __future__ import annotations

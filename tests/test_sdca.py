@@ -277,7 +277,7 @@ def test_gap_estimate_is_the_mean_stale_gap(small):
         {"line_search": "fixed", "fixed_step": 0.2},
         {"line_search": "theory"},
         {"start": "previous"},
-        {"start": "chord"},
+        {"start": "half"},
         {"init": "mixture"},
         {"dtype": "float32"},
         {"sub_precision": 0.5},

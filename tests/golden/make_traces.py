@@ -18,6 +18,12 @@ benchmarks/before_after.py does).
 
 A new optimizer (not in the file) is added by running the script with ``--add NAME``,
 which keeps every existing entry unchanged.
+
+One exception, set by issue 47: a speed change may move an optimizer's iterates within
+the method's own tolerance once the per-pass convergence check
+(``benchmarks/convergence_check.py``) has admitted it. That optimizer's entries are then
+re-recorded once from the new tree with ``--rerecord NAME… --why TEXT``; the file keeps
+the commit and the reason of each re-recording beside the original commit.
 """
 
 from __future__ import annotations
@@ -65,7 +71,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path)
     ap.add_argument("--add", nargs="*", default=None, help="only these optimizers, kept merged")
+    ap.add_argument(
+        "--rerecord",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="replace these optimizers' entries from this tree (needs --why)",
+    )
+    ap.add_argument("--why", default=None, help="why the re-recorded iterates moved")
     args = ap.parse_args()
+    if args.rerecord is not None:
+        if not args.why:
+            ap.error("--rerecord needs --why: the change and the check that admitted it")
+        args.add = args.rerecord
     import numba
 
     import crfopt
@@ -74,6 +92,12 @@ def main() -> None:
     names = sorted(crfopt.get_registry().optimizers) if args.add is None else args.add
     old = json.loads(args.out.read_text()) if args.add is not None and args.out.exists() else {}
     runs = old.get("runs", {})
+    rerecorded = old.get("rerecorded", [])
+    if args.rerecord is not None:
+        unknown = sorted(set(args.rerecord) - {k.split("/")[0] for k in runs})
+        if unknown:
+            ap.error(f"not in {args.out}: {', '.join(unknown)} (add them with --add)")
+        runs = {k: v for k, v in runs.items() if k.split("/")[0] not in args.rerecord}
     for kind, p in problems().items():
         for name in names:
             key = f"{name}/{kind}"
@@ -84,6 +108,8 @@ def main() -> None:
     commit = subprocess.run(
         ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False
     ).stdout.strip()
+    if args.rerecord is not None:
+        rerecorded.append({"optimizers": sorted(args.rerecord), "commit": commit, "why": args.why})
     out = {
         "about": "golden traces of tests/golden/make_traces.py; never regenerate to pass a test",
         "commit": old.get("commit", commit),
@@ -91,6 +117,8 @@ def main() -> None:
         "seed": SEED,
         "runs": runs,
     }
+    if rerecorded:
+        out["rerecorded"] = rerecorded
     args.out.write_text(json.dumps(out, indent=0, sort_keys=True) + "\n")
 
 

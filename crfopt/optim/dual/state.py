@@ -77,10 +77,10 @@ PARAMETERS: dict[str, Param] = {
         1e-3, float, "newton/golden tolerance on the step γ (LPL18 §6.2)", low=0.0
     ),
     "start": Param(
-        "half",
+        "chord",
         str,
-        "first Newton point: 0.5, the example's previous step (LPL18 fn. 4) "
-        "or the root of the chord of f' between 0 and 1",
+        "first Newton point: the root of the chord of f' between 0 and 1 (issue 47), "
+        "0.5 (LPL18's) or the example's previous step (LPL18 fn. 4)",
         choices=STARTS,
     ),
     "max_line_search": Param(
