@@ -159,10 +159,9 @@ def floor_section(r: dict) -> list[str]:
         "",
         *epoch_floor.table("sdca-gap", combined["sdca-gap"], EPOCH_TARGETS["sdca-gap"], label_of),
         "",
-        "`oeg`, whose accept test is decided by rounding once a block has converged, so "
-        "that everything it reads must round as before: per trial (as many as the measured "
-        "epochs made), the oracle on the trial scores, the exp of each pairwise "
-        "log-marginal, and ⟨θ', μ'⟩ summed entry by entry in order.",
+        "`oeg` with its defaults since issue 47 (linear trial marginals, docs/algorithms.md "
+        "§3.8): per trial (as many as the measured epochs made), the oracle on the trial "
+        "scores with its linear marginals, and ⟨θ', μ'⟩, one product per entry.",
         "",
         *epoch_floor.table("oeg", combined["oeg"], EPOCH_TARGETS["oeg"], label_of),
         "",
