@@ -31,8 +31,8 @@ issue 47 its defaults take the trial's linear marginals from the oracle's messag
 (``linear_marginals``: equal to the exp of the log-marginals to rounding, admitted by
 the per-pass convergence check), so each trial must compute:
 
-* the oracle on the trial scores with its linear marginals (formed, then
-  ``kernels.oracle_scores_bonus``);
+* the oracle on the trial scores with its linear marginals and no log-marginals (formed,
+  then ``kernels.oracle_scores_bonus(..., linear=True, logs=False)``);
 * ⟨θ', μ'⟩, one product per entry (the entropy H' = log Z' − ⟨θ', μ'⟩ the test reads).
 
 The number of trials per iteration is the one the measured epochs made (oracle calls
@@ -97,7 +97,7 @@ def _trial_oracle_sweep(data, counters, st, wk, c_init, K):
         rho = oeg_plugin._trial_scores(data, st, wk, i, T, K, 1.0 - e_i, e_i)
         acc += kernels.oracle_scores_bonus(
             data, counters, i, wk.t_n[:T], wk.t_base, rho * c_init,
-            wk.t_e, wk.ln, wk.le, wk.nodes_new, wk.edges_lin, True,
+            wk.t_e, wk.ln, wk.le, wk.nodes_new, wk.edges_lin, True, False,
         )  # fmt: skip
     return acc
 

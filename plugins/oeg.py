@@ -140,9 +140,11 @@ def _trial_entropy(data, counters, wk, i, T, K, linear, bonus):
     t_n, t_e, ln, le, edges_lin, P_new = wk.t_n, wk.t_e, wk.ln, wk.le, wk.edges_lin, wk.P_new
     nodes_new = wk.nodes_new
     E = T - 1
+    # the linear path reads no log-marginal: the oracle may skip them (logs = not linear)
     log_z = kernels.oracle_scores_bonus(
-        data, counters, i, t_n[:T], wk.t_base, bonus, t_e, ln, le, nodes_new, edges_lin, linear
-    )
+        data, counters, i, t_n[:T], wk.t_base, bonus, t_e, ln, le, nodes_new, edges_lin, linear,
+        not linear,
+    )  # fmt: skip
     if not linear:
         KK = K * K
         vmath.vexp(le.reshape(le.shape[0] * KK), edges_lin.reshape(edges_lin.shape[0] * KK), E * KK)

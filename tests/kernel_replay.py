@@ -346,6 +346,15 @@ def replay(recording: dict[str, Any], max_reports: int = 20) -> dict[str, Any]:
         numba.set_num_threads(threads)
 
 
+def _work_space(name: str, enc: list) -> set[int]:
+    """Positions of the arguments a kernel's documentation makes work space for this call
+    (contents unspecified afterwards), which the twins need not agree on: the log arrays
+    of ``oracle_scores_bonus(..., linear, logs=False)``."""
+    if name == "oracle_scores_bonus" and len(enc) > 12 and enc[12][0] == "S" and not enc[12][1]:
+        return {7, 8}
+    return set()
+
+
 def _replay(recording: dict[str, Any], impl: Any, max_reports: int) -> dict[str, Any]:
     bundles = recording["bundles"]
     per_kernel: Counter[str] = Counter()
@@ -369,7 +378,10 @@ def _replay(recording: dict[str, Any], impl: Any, max_reports: int) -> dict[str,
             found: list[str] = []
             tag = f"{run_key} call {c} {name}"
             _compare(f"{tag} -> return", got, ret, found)
+            work_space = _work_space(name, enc)
             for j, (e, a, want) in enumerate(zip(enc, args, after)):
+                if j in work_space:
+                    continue
                 if e[0] == "B" and e[2] is not None:
                     if int(a.audit[0]) != want:
                         found.append(f"{tag} arg {j}: audit {int(a.audit[0])}, NumPy {want}")

@@ -411,4 +411,11 @@ def test_oracle_scores_bonus_is_oracle_scores_bit_for_bit(impl, bonus):
                 want = impl.oracle_scores(data, counters, i, unary, expected, ln2, le2)
             assert got == want
             assert np.array_equal(ln, ln2) and np.array_equal(le, le2)
-    assert counters[0] == 4 * problem.n  # each call is one counted oracle call
+            if linear:  # logs=False: log Z and the linear marginals to the bit
+                n3, lin3 = np.empty((T, K)), np.empty((E, K, K))
+                ln3, le3 = _buffers(T, K)
+                got3 = impl.oracle_scores_bonus(
+                    data, counters, i, unary, trans, bonus, edges, ln3, le3, n3, lin3, True, False
+                )
+                assert got3 == got and np.array_equal(n3, nodes) and np.array_equal(lin3, lin)
+    assert counters[0] == 5 * problem.n  # each call is one counted oracle call

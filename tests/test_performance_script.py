@@ -322,7 +322,7 @@ def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
         "| 3.05 (3.00–3.10) | **2.55 (2.50–2.60)** | ≤ 3 |"
     )
     assert row("| OCR | 0.0500 | 6.00 |") == (
-        "| OCR | 0.0500 | 6.00 | 1.20 | 1.20 | 0.60 | 0.20 | **2.40 (2.40–2.40)** | ≤ 3.5 |"
+        "| OCR | 0.0500 | 6.00 | 1.20 | 1.80 | 0.20 | **2.40 (2.40–2.40)** | ≤ 3.5 |"
     )
     assert row("| CoNLL-2000 | 0.2000 | 4.00 |").endswith("| **3.40 (3.30–3.50)** | ≤ 2.5 |")
     assert row("- `sdca-gap`: the floor straddles").startswith(

@@ -39,11 +39,13 @@ Counted inference (each bumps ``oracle_calls`` or ``forward_calls``, docs/algori
 ``edges) -> log_z``
     the same with the linear marginals too.
 ``oracle_scores_bonus(data, counters, i, unary, transition, bonus, pairwise, log_nodes,``
-``log_edges, nodes, edges, linear) -> log_z``
+``log_edges, nodes, edges, linear, logs=True) -> log_z``
     either of the two on edge tables θ_t = ``transition`` + ``bonus`` at the ground-truth
     pair (y_t, y_{t+1}), which it writes into ``pairwise[:T-1]``; bit for bit the same,
     with ``transition`` scanned for its extremes and exponentiated once per call instead
-    of once per position (OEG's trials).
+    of once per position (OEG's trials). ``logs=False`` with ``linear``: the linear
+    marginals only (the log arrays are work space, contents unspecified; the compiled
+    twin skips the log-marginals), log Z and the linear marginals unchanged.
 ``forward_scores(data, counters, i, unary, transition) -> log_z``
     forward only, on score tables with shared transitions (SAG's line-search trials).
 

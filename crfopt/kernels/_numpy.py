@@ -235,7 +235,9 @@ def oracle_scores_bonus(
     nodes,
     edges,
     linear,
+    logs=True,
 ):
+    # logs=False leaves the log arrays unspecified; here they are written as always
     s = int(data.offsets[i])
     T = int(data.offsets[i + 1]) - s
     if T > 1:

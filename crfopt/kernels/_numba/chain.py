@@ -225,9 +225,26 @@ def _log_backward(unary, pairwise, shared, T, K, logc, lb):
 
 @numba.njit(**NJIT)
 def chain_marginals(
-    unary, pairwise, shared, T, K, log_nodes, log_edges, want_linear, nodes, edges, base, truth
+    unary,
+    pairwise,
+    shared,
+    T,
+    K,
+    log_nodes,
+    log_edges,
+    want_linear,
+    nodes,
+    edges,
+    base,
+    truth,
+    want_logs=True,
 ):
     """log Z, log node/edge marginals and, with ``want_linear``, linear ones too.
+
+    ``want_logs=False`` (with ``want_linear``): the scaled path returns once the linear
+    marginals are written, without the log-marginals (2TK logs and the (T−1)K² sums they
+    cost); the log-space path, taken only for extreme score spans, still writes them.
+    The log arrays are then work space, their contents unspecified.
 
     On the scaled path the linear marginals are products of the messages
     (α̂_t(k) E(k,l) V_{t+1}(l)), so having both costs no transcendental function.
@@ -274,6 +291,8 @@ def chain_marginals(
             scaled_backward(T, K, u, ET3, shared, c, beta, V, slot_, rep_, idx_)
             if want_linear:
                 _linear_marginals(alpha, beta, V, E3, shared, slot_, rep_, idx_, T, K, nodes, edges)
+        if want_linear and not want_logs:
+            return logZ
         for t in range(T):
             for k in range(K):
                 alpha[t, k] = math.log(alpha[t, k])

@@ -162,6 +162,7 @@ def oracle_scores_bonus(
     nodes,
     edges,
     linear,
+    logs=True,
 ):
     """Counted oracle on unary scores and edge tables θ_t = ``transition`` + ``bonus`` at
     the ground-truth pair (y_t, y_{t+1}): the form of OEG's trial scores (§3.8), whose
@@ -173,6 +174,9 @@ def oracle_scores_bonus(
     :func:`oracle_scores` (``linear``: :func:`oracle_scores_marginals`) on the tables it
     writes, but ``transition`` is scanned for its extremes and exponentiated once instead
     of once per position (:func:`bonus_table_maxima`, :func:`exp_tables_bonus`).
+    ``logs=False`` with ``linear``: the log-marginal arrays are work space, their contents
+    unspecified, and the scaled path skips them (:func:`chain_marginals`' ``want_logs``);
+    log Z and the linear marginals are bit for bit those of ``logs=True``.
     """
     T, K = _counted(data, counters, i, ORACLE_CALLS)
     s = data.offsets[i]
@@ -199,6 +203,7 @@ def oracle_scores_bonus(
         edges,
         transition,
         y[s : s + T],
+        logs,
     )
 
 
