@@ -363,7 +363,7 @@ class OEG(crfopt.Optimizer):
             theta_n=theta_n,
             rho=np.ones(p.n),
             M=np.zeros((p.n, K, K)),
-            nodes=np.exp(mu.log_nodes),
+            nodes=_exp_nodes(mu.log_nodes),
             P=Psum,
             H=dual.entropies(p, mu),
             eta=np.full(p.n, prm["initial_step"]),
@@ -436,6 +436,17 @@ class OEG(crfopt.Optimizer):
 
 
 @jit
+def _exp_nodes(log_nodes):
+    """μ⁰'s node marginals through libm's exp, as a visit took them before issue 47 (and as
+    the trials' are without ``linear``), so that path stays bit for bit as it was."""
+    out = np.empty_like(log_nodes)
+    for t in range(log_nodes.shape[0]):
+        for k in range(log_nodes.shape[1]):
+            out[t, k] = math.exp(log_nodes[t, k])
+    return out
+
+
+@jit
 def _dual_marginals(data, scratch, st, c_init, linear, wk, log_nodes, log_edges):
     """μ_i's log-marginals for every i, from the scores θ_i that define them: the node
     scores θ_n and the edge tables M_i plus ρ_i·c on the truth, through the oracle the
@@ -443,22 +454,15 @@ def _dual_marginals(data, scratch, st, c_init, linear, wk, log_nodes, log_edges)
     ``scratch``, a throwaway counter array: the checkpoints' evaluation, not the
     optimizer's work."""
     data, scratch, st, wk = borrowed((data, scratch, st, wk))
-    K = data.n_labels
     n = data.offsets.shape[0] - 1
     for i in range(n):
         s0 = data.offsets[i]
-        T = data.offsets[i + 1] - s0
+        e0 = data.offsets[i + 1]
         kernels.oracle_scores_bonus(
-            data, scratch, i, st.theta_n[s0 : s0 + T], st.M[i], st.rho[i] * c_init,
-            wk.t_e, wk.ln, wk.le, wk.nodes_new, wk.edges_lin, linear,
+            data, scratch, i, st.theta_n[s0:e0], st.M[i], st.rho[i] * c_init, wk.t_e,
+            log_nodes[s0:e0], log_edges[s0 - i : e0 - i - 1], wk.nodes_new, wk.edges_lin,
+            linear,
         )  # fmt: skip
-        for t in range(T):
-            for k in range(K):
-                log_nodes[s0 + t, k] = wk.ln[t, k]
-        for t in range(T - 1):
-            for k in range(K):
-                for l in range(K):
-                    log_edges[s0 - i + t, k, l] = wk.le[t, k, l]
 
 
 _REF = "Collins et al. 2008; SBA15 §6 fn. 9, App. D; docs/algorithms.md §3.8"
