@@ -47,6 +47,27 @@ def test_budget_validation():
         Budget(passes=None)
 
 
+@pytest.mark.parametrize(
+    "budget",
+    [Budget(), Budget(passes=None, seconds=2.0), Budget(passes=None, target_suboptimality=0.1)],
+)
+def test_budget_round_trips_through_its_dict(budget):
+    # a grid's tasks carry the budget as a dict and are rebuilt with Budget(**d): a
+    # seconds-only budget came back with the default 10 passes and stopped there
+    assert Budget(**budget.as_dict()) == budget
+
+
+def test_a_compare_budget_without_passes_is_not_cut_at_ten(tmp_path):
+    table = crfopt.compare(
+        "synthetic",
+        "lbfgs",
+        budget=Budget(passes=None, iterations=15),
+        checkpoints="every:1",
+        out=tmp_path,
+    )
+    assert table["iterations"].max() == 15 and table["effective_passes"].max() > 10
+
+
 def test_trace_has_schema_and_checkpoints(problem):
     res = run(problem, SPEC, budget=Budget(passes=3))
     t = res.trace

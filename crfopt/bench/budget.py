@@ -50,7 +50,10 @@ class Budget:
             raise ValueError("a budget needs at least one limit or target")
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        """The limits that are set, and ``passes`` even when it is not: ``Budget(**d)``
+        must give this budget back, and an absent ``passes`` would come back as the
+        default 10 (a grid's tasks are rebuilt that way)."""
+        return {k: v for k, v in asdict(self).items() if v is not None or k == "passes"}
 
 
 #: The smallest ``every:X`` step, in passes (a checkpoint per millionth of a pass).
