@@ -22,6 +22,7 @@ from pathlib import Path
 SECTIONS = [
     "epochs",
     "floor",
+    "pos-passes",
     "threads",
     "P1",
     "P2",
@@ -116,6 +117,7 @@ LABELS = {
     "conll2000": "CoNLL-2000",
     "ner-nl": "NER-nl",
     "pos-ewt": "POS-EWT",
+    "pos-conll2000": "POS-CoNLL",
 }
 
 

@@ -1,16 +1,20 @@
-"""Sections ``epochs``, ``floor`` and ``threads``: one epoch of the stochastic methods in
-full passes of the same tree (before → after, fresh processes per tree), the floors of
-the dual methods' epochs (benchmarks/epoch_floor.py), and the batch oracle on 2
+"""Sections ``epochs``, ``floor``, ``pos-passes`` and ``threads``: one epoch of the
+stochastic methods in full passes of the same tree (before → after, fresh processes per
+tree), the floors of the dual methods' epochs (benchmarks/epoch_floor.py), an sdca-gap
+effective pass against a sag-nus-star one where K is large, and the batch oracle on 2
 threads against 1."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 from typing import Any
 
 import epoch_floor
 from harness import label_of, ok_mark, problems_of, skipped_note
-from targets import EPOCH_TARGETS, TARGETS
+from targets import EPOCH_TARGETS, POS_PASS_RATIO_TARGET, TARGETS
 
 #: fresh processes the ``floor`` section measures in (one process's floor moves by up to
 #: 10 %, more than its distance to a target: benchmarks/epoch_floor.py)
@@ -18,6 +22,57 @@ FLOOR_PROCESSES = 3
 #: the problems of the sections that take a list (``--problems`` narrows them)
 EPOCH_PROBLEMS = ["ocr", "conll2000"]
 EPOCH_OPTIMIZERS = ["sdca-gap", "oeg", "sag-nus-star"]
+#: issue 47 item 2: the large label sets, where SDCA's K² work per entry shows (K = 49, 44)
+POS_PASS_PROBLEMS = ["pos-ewt", "pos-conll2000"]
+POS_PASS_OPTIMIZERS = ["sdca-gap", "sag-nus-star"]
+#: shown beside them, no target: how much of the pass is the stored duals' memory
+POS_PASS_VARIANTS = ["sdca-gap[dtype=float32]"]
+#: timed epochs per optimizer, after one untimed epoch (SAG-NUS*'s line search settles
+#: its Lipschitz estimates in the first, where it makes about twice the forward calls)
+POS_PASS_EPOCHS = 3
+
+# Runs in a fresh process per problem (sdca-gap's duals on POS-EWT take 4 GiB, returned
+# to the system when it ends): CPU seconds per effective pass, one thread.
+_PASS_CHILD = r"""
+import json, sys, time
+import numba
+import crfopt
+from crfopt.optim.parse import parse_selection
+from threadpoolctl import threadpool_limits
+numba.set_num_threads(1)
+threadpool_limits(1)
+problem = crfopt.load_problem(sys.argv[1])
+epochs = int(sys.argv[3])
+w = problem.zeros()
+problem.value_and_gradient(w)
+full = []
+for _ in range(3):
+    c0 = time.process_time()
+    problem.value_and_gradient(w)
+    full.append(time.process_time() - c0)
+out = {"full_pass_s": min(full), "optimizers": {}}
+for name in sys.argv[2].split(";"):
+    base, params = parse_selection(name)
+    opt = crfopt.get_registry().optimizer(base).create(problem, 0, params)
+    opt.run_block(problem.n)
+    rows = []
+    for _ in range(epochs):
+        s0 = problem.counters.snapshot()
+        c0 = time.process_time()
+        opt.run_block(problem.n)
+        dt = time.process_time() - c0
+        s1 = problem.counters.snapshot()
+        rows.append([dt, s1.effective_passes - s0.effective_passes])
+    opt.close()
+    del opt
+    out["optimizers"][name] = {
+        "epochs": rows,
+        "per_pass_s": sum(r[0] for r in rows) / sum(r[1] for r in rows),
+    }
+print(json.dumps(out))
+"""
+
+
 #: the commit before issue 19's speed work (tests/golden/traces.json was written from it)
 BEFORE = "2fe8d3c"
 
@@ -63,6 +118,75 @@ def floor(args: argparse.Namespace) -> dict:
     (one thread, the least of ``--rounds`` in each)."""
     problems = problems_of(args, EPOCH_PROBLEMS)
     return {"runs": epoch_floor.measure_in_processes(problems, args.rounds, FLOOR_PROCESSES)}
+
+
+def pos_passes(args: argparse.Namespace) -> dict:
+    """An sdca-gap effective pass against a sag-nus-star one on POS-EWT and POS-CoNLL, in
+    a fresh process per problem: CPU seconds of ``POS_PASS_EPOCHS`` epochs over the
+    effective passes they made ((oracle + forward calls)/n), after an untimed epoch."""
+    out: dict[str, Any] = {
+        "unit": "CPU seconds per effective pass, one thread",
+        "epochs": POS_PASS_EPOCHS,
+        "problems": {},
+    }
+    for name in problems_of(args, POS_PASS_PROBLEMS):
+        names = ";".join(POS_PASS_OPTIMIZERS + POS_PASS_VARIANTS)
+        cmd = [sys.executable, "-c", _PASS_CHILD, name, names]
+        done = subprocess.run([*cmd, str(POS_PASS_EPOCHS)], capture_output=True, text=True)
+        if done.returncode != 0:
+            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise SystemExit(f"pos-passes on {name}: the measuring process failed: {tail}")
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        sdca, sag = (r["optimizers"][o]["per_pass_s"] for o in POS_PASS_OPTIMIZERS)
+        out["problems"][name] = {**r, "ratio": sdca / sag}
+    return out
+
+
+def pos_pass_rows(r: dict) -> list[str]:
+    """The summary table's rows of the ``pos-passes`` section."""
+    rows = []
+    for name, x in r.get("problems", {}).items():
+        sdca, sag = (x["optimizers"][o]["per_pass_s"] for o in POS_PASS_OPTIMIZERS)
+        rows.append(
+            f"| K² | {label_of(name)}: sdca-gap effective pass vs sag-nus-star's, 1 thread | "
+            f"{sdca:.2f} s | {sag:.2f} s | {x['ratio']:.1f}× | ≤ {POS_PASS_RATIO_TARGET:g}× | "
+            f"{ok_mark(x['ratio'] <= POS_PASS_RATIO_TARGET)} |"
+        )
+    return rows
+
+
+def pos_pass_section(r: dict) -> list[str]:
+    lines = ["## SDCA's K² work: an effective pass where K is large", ""]
+    if skipped_note(r, lines, "The per-pass ratios"):
+        return lines
+    names = list(r["problems"])
+    lines += [
+        f"CPU seconds per effective pass ((oracle + forward calls)/n) of {r['epochs']} epochs "
+        "after an untimed one, one thread, in a fresh process per problem; in brackets the "
+        "same in full value+gradient passes of that process.",
+        "",
+        "| | " + " | ".join(label_of(p) for p in names) + " |",
+        "|---|" + "---|" * len(names),
+        "| one full pass (s) | "
+        + " | ".join(f"{r['problems'][p]['full_pass_s']:.3f}" for p in names)
+        + " |",
+    ]
+    for opt in POS_PASS_OPTIMIZERS + POS_PASS_VARIANTS:
+        if any(opt not in r["problems"][p]["optimizers"] for p in names):
+            continue
+        cells = []
+        for p in names:
+            x = r["problems"][p]
+            per = x["optimizers"][opt]["per_pass_s"]
+            made = sum(e[1] for e in x["optimizers"][opt]["epochs"]) / r["epochs"]
+            cells.append(f"{per:.3f} s ({per / x['full_pass_s']:.2f}; {made:.2f} passes an epoch)")
+        lines.append(f"| `{opt}` | " + " | ".join(cells) + " |")
+    lines.append(
+        f"| ratio of the first two (target ≤ {POS_PASS_RATIO_TARGET:g}) | "
+        + " | ".join(f"**{r['problems'][p]['ratio']:.1f}×**" for p in names)
+        + " |"
+    )
+    return [*lines, ""]
 
 
 def threads(args: argparse.Namespace) -> dict:

@@ -17,6 +17,10 @@ machine, one thread each unless said otherwise. Sections (``--only``):
            iterates kept, in full passes of the working tree: the work they cannot skip,
            each part timed alone (benchmarks/epoch_floor.py, in three fresh processes:
            medians, and the floor's range).
+* pos-passes  an sdca-gap effective pass against a sag-nus-star one on POS-EWT (K = 49)
+           and POS-CoNLL (K = 44), where SDCA's K² work per entry shows: CPU seconds of
+           three epochs after an untimed one over the effective passes they made, one
+           thread, a fresh process per problem (about 3 minutes).
 * threads  the batch oracle (full value+gradient pass) on 2 threads against 1, OCR and
            CoNLL-2000: benchmarks/bench_oracle.py's measurement, called.
 * P1       one value+gradient pass on OCR: crfopt vs CRFsuite (python-crfsuite) on
@@ -124,6 +128,9 @@ from perf_epochs import (  # noqa: E402
     epochs,
     floor,
     floor_section,
+    pos_pass_rows,
+    pos_pass_section,
+    pos_passes,
     threads,
     threads_section,
 )
@@ -146,6 +153,7 @@ import crfopt  # noqa: E402
 MEASURES = {
     "epochs": epochs,
     "floor": floor,
+    "pos-passes": pos_passes,
     "threads": threads,
     "P1": p1,
     "P2": p2,
@@ -187,6 +195,8 @@ def _summary_rows(res: dict) -> list[str]:
             f" | {r['crfopt_epoch_s']:.3f} s | {r['numpy_epoch_s']:.1f} s | "
             f"{r['numpy_speedup']:.1f}× faster | | |"
         )
+    if "pos-passes" in res and "skipped" not in res["pos-passes"]:
+        rows += pos_pass_rows(res["pos-passes"])
     if "P3" in res and "skipped" not in res["P3"]:
         for name, e in res["P3"]["problems"].items():
             for k, t in e["threads"].items():
@@ -316,6 +326,8 @@ def write_report(res: dict, path: Path) -> None:
         lines += epoch_section(res["epochs"])
     if "floor" in res:
         lines += floor_section(res["floor"])
+    if "pos-passes" in res:
+        lines += pos_pass_section(res["pos-passes"])
     if "threads" in res:
         lines += threads_section(res["threads"])
     if "P3" in res and "skipped" not in res["P3"]:
@@ -368,9 +380,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         nargs="+",
         choices=list(dict.fromkeys(P3_PROBLEMS + AUTO_PROBLEMS)),
         metavar="PROBLEM",
-        help="narrow epochs (ocr, conll2000), P3 and wapiti (ocr, conll2000, ner-nl, pos-ewt), "
-        "tagging (conll2000, pos-ewt) and auto (every built-in problem, 'ner-nl (file)') "
-        "to these",
+        help="narrow epochs (ocr, conll2000), pos-passes (pos-ewt, pos-conll2000), P3 and "
+        "wapiti (ocr, conll2000, ner-nl, pos-ewt), tagging (conll2000, pos-ewt) and auto "
+        "(every built-in problem, 'ner-nl (file)') to these",
     )
     ap.add_argument(
         "--out",

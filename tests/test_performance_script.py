@@ -176,6 +176,29 @@ def fake_result(machine: str) -> dict:
         },
         # two processes, whose floors differ (the report gives medians and ranges)
         "floor": {"runs": [_floor_run(0.0, 0.0), _floor_run(0.01, 0.04)]},
+        "pos-passes": {
+            "unit": "CPU seconds per effective pass, one thread",
+            "epochs": 3,
+            "problems": {
+                # 6.0 / 0.5 = 12× (missed); 1.2 / 0.5 = 2.4× (met)
+                "pos-ewt": {
+                    "full_pass_s": 0.4,
+                    "optimizers": {
+                        "sdca-gap": {"epochs": [[6.0, 1.0]] * 3, "per_pass_s": 6.0},
+                        "sag-nus-star": {"epochs": [[0.6, 1.2]] * 3, "per_pass_s": 0.5},
+                    },
+                    "ratio": 12.0,
+                },
+                "pos-conll2000": {
+                    "full_pass_s": 0.4,
+                    "optimizers": {
+                        "sdca-gap": {"epochs": [[1.2, 1.0]] * 3, "per_pass_s": 1.2},
+                        "sag-nus-star": {"epochs": [[0.6, 1.2]] * 3, "per_pass_s": 0.5},
+                    },
+                    "ratio": 2.4,
+                },
+            },
+        },
         "threads": {
             "problems": {
                 "ocr": {
@@ -290,6 +313,11 @@ def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
         assert len(found) == 1, (parts, found)
         return found[0]
 
+    # the K² rows: sdca-gap's effective pass over sag-nus-star's, against 3×
+    assert row("| K² |", "POS-EWT").endswith("| 12.0× | ≤ 3× | **missed** |")
+    assert row("| K² |", "POS-CoNLL").endswith("| 2.4× | ≤ 3× | met |")
+    assert "6.000 s (15.00; 1.00 passes an epoch)" in row("| `sdca-gap` |", "passes an epoch")
+    assert "**12.0×** | **2.4×**" in row("| ratio of the first two (target ≤ 3) |")
     # P2 against sdca4crf: 13.5 s / 0.25 s = 54× ≥ 50×; the NumPy row beside it
     assert "54.0× faster" in row("| P2 |", "sdca4crf") and row("| P2 |").endswith("| met |")
     assert "463 it/s over 5000 iterations" in row("| P2 |")
@@ -381,7 +409,7 @@ def test_report_shows_every_section_with_its_ratios(perf, tmp_path):
     assert "The notes." in text
     blocks = re.findall(r"### (\S+)\n\n```json\n(.*?)\n```", text, re.S)
     assert {k for k, _ in blocks} == {
-        *{"epochs", "floor", "threads", "P2", "P3", "startup", "tagging"}
+        *{"epochs", "floor", "pos-passes", "threads", "P2", "P3", "startup", "tagging"}
     }
     assert all(json.loads(body) == res[key] for key, body in blocks)
     # every markdown table row has as many cells as its header
@@ -851,3 +879,24 @@ def test_parallel_limits_section_splits_the_excess_work_into_its_causes(perf, tm
     assert "5 % of one thread's copy bandwidth" in text
     assert "the K² tables fit in a core's L2" in text
     assert parallel.LIMIT_PROBLEMS == ["ocr", "conll2000", "ner-nl"]
+
+
+def test_pos_passes_child_reports_seconds_per_effective_pass(perf):
+    # the measuring process of the pos-passes section, on a problem that loads in a blink
+    epochs = sys.modules["perf_epochs"]
+    names = ";".join(["sdca-gap", "sag-nus-star", "sdca-gap[dtype=float32]"])
+    done = subprocess.run(
+        [sys.executable, "-c", epochs._PASS_CHILD, "synthetic", names, "2"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    r = json.loads(done.stdout.strip().splitlines()[-1])
+    assert r["full_pass_s"] > 0
+    assert set(r["optimizers"]) == {"sdca-gap", "sag-nus-star", "sdca-gap[dtype=float32]"}
+    for x in r["optimizers"].values():
+        assert len(x["epochs"]) == 2 and all(s > 0 and p > 0 for s, p in x["epochs"])
+        total_s, total_p = (sum(e[k] for e in x["epochs"]) for k in (0, 1))
+        assert x["per_pass_s"] == pytest.approx(total_s / total_p)
+    # an SDCA epoch is n oracle calls and nothing else counted: one effective pass
+    assert [p for _, p in r["optimizers"]["sdca-gap"]["epochs"]] == [1.0, 1.0]
