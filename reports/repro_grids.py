@@ -173,6 +173,17 @@ GRIDS = {
     ),
 }
 
+#: The seconds figures (issue 47 item 4): the main methods, one at a time, each given the
+#: same optimizer seconds (or stopped at TARGET_RELATIVE), so that no curve ends where
+#: another goes on. Chosen so that the dearest pass (SDCA's) still makes about 10–40
+#: passes: OCR 0.37 s a pass, CoNLL-2000 1.4, NER-nl 0.5, POS-EWT 6.5 (sdca-gap, 1 thread).
+SECONDS_BUDGETS = {"ocr": 20.0, "conll2000": 40.0, "ner-nl": 20.0, "pos-ewt": 80.0}
+SECONDS_SEEDS = (0, 1, 2)
+#: their checkpoints: 0, then geometric (×1.15) from 0.1 pass, so that a run stops within
+#: 15 % of its passes past its seconds and a 250-pass SAG run is evaluated 55 times
+SECONDS_CHECKPOINTS = (0.0, *(round(0.1 * 1.15**k, 4) for k in range(75)))
+
+
 #: Problem sizes from reports/datasets.md (N tokens, K labels, a attributes per token):
 #: the work of one effective pass is taken ∝ N·(K² + a·K), forward–backward plus scores.
 SIZES = {

@@ -271,3 +271,30 @@ def verdict_lines(frames: dict[str, pd.DataFrame]) -> list[str]:
             f"{format_spread(sp, ratio=True)} | {sp.count} |"
         )
     return lines
+
+
+#: the relative sub-optimalities (P − P*)/P* the seconds tables read the time to
+SECONDS_LEVELS = (1e-2, 1e-3, 1e-4, 1e-6)
+
+
+def seconds_lines(
+    df: pd.DataFrame, opts: Sequence[str], p_star: float, seconds: float
+) -> list[str]:
+    """The seconds grid's table: per method, the optimizer seconds to each relative
+    sub-optimality of ``SECONDS_LEVELS``, the seconds per effective pass and the passes
+    made in the budget (median over seeds, min–max)."""
+    levels = " | ".join(f"s to {lv:.0e}" for lv in SECONDS_LEVELS)
+    out = [
+        f"| method | {levels} | s per effective pass | passes in {seconds:g} s |",
+        "|---|" + "---|" * (len(SECONDS_LEVELS) + 2),
+    ]
+    last = df.groupby("run_id").tail(1)
+    for opt in opts:
+        if opt not in set(df["optimizer"]):
+            continue
+        cells = [fmt(reach(df, opt, lv * p_star, axis="time_s")) for lv in SECONDS_LEVELS]
+        mine = last[last["optimizer"] == opt]
+        per_pass = Spread.of(list(mine["time_s"] / mine["effective_passes"]))
+        passes = Spread.of(list(mine["effective_passes"]))
+        out.append(f"| {opt} | " + " | ".join(cells) + f" | {fmt(per_pass)} | {fmt(passes)} |")
+    return out

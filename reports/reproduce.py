@@ -4,6 +4,7 @@
     python reports/reproduce.py --scale quick     # one seed, the earlier scaled-down budgets
     python reports/reproduce.py --only ocr ner-nl # some problems
     python reports/reproduce.py --jobs 2          # the runs outside the seconds figures 2 at a time
+    python reports/reproduce.py --seconds         # the seconds figures' own grids (same seconds)
     python reports/reproduce.py --figures-only    # redraw from the stored (committed) runs
     python reports/reproduce.py --figures-only --partial  # a preview while grids are missing
     python reports/reproduce.py --list            # the grids, their sizes and compute estimate
@@ -48,6 +49,15 @@ file records the 1-minute load average at the run's start and end, and ``numbers
 reports the range the seconds figures' runs saw beside their backend and threads. With
 ``--jobs N`` the grid's other runs (ablations read on the counted axes only) then run N at
 a time, single-threaded; without it they too run one at a time.
+
+**Seconds figures on equal terms.** A grid's budget is in passes, and a pass of SDCA costs
+3–15 times a pass of SAG, so on the seconds axis the SAG curves of the passes grids end
+where SDCA's go on. ``--seconds`` runs, for the problems of ``SECONDS_BUDGETS`` (OCR,
+CoNLL-2000, NER-nl, POS-EWT), a grid of its own: every main method, one at a time, given
+the same optimizer seconds (or stopped at 1e-8·P*), seeds ``SECONDS_SEEDS``, checkpoints
+``SECONDS_CHECKPOINTS``; packed as ``reports/results/<problem>-seconds.parquet``. Those
+problems' seconds figures and the seconds tables of ``numbers.md`` are drawn from it; the
+other problems' seconds figures stay on their passes grid (the title says which).
 """
 
 from __future__ import annotations
@@ -77,6 +87,9 @@ from repro_grids import (  # noqa: E402
     QUICK_HOURS,
     QUICK_OPTIMIZERS,
     SBA15_FIGURE,
+    SECONDS_BUDGETS,
+    SECONDS_CHECKPOINTS,
+    SECONDS_SEEDS,
     SG_STEPS,
     SIZES,
     TARGET_RELATIVE,
@@ -91,6 +104,7 @@ from repro_tables import (  # noqa: E402
     gap_lines,
     numbers_table,
     reach,
+    seconds_lines,
     verdict_lines,
     where_lines,
 )
@@ -176,6 +190,47 @@ def run_grids(names: list[str], scale: str, jobs: int = 1) -> None:
         )
         size = pack(name, scale)
         print(f"   packed into {pack_path(name, scale)} ({size / 1e6:.2f} MB)", flush=True)
+
+
+def seconds_name(name: str) -> str:
+    """The folder and pack stem of a problem's seconds grid (``ocr-seconds``)."""
+    return f"{name}-seconds"
+
+
+def run_seconds(names: list[str]) -> None:
+    """The seconds figures' grids: every main method, one at a time, given the problem's
+    ``SECONDS_BUDGETS`` optimizer seconds or stopped at 1e-8·P*, seeds ``SECONDS_SEEDS``."""
+    for name in [n for n in names if n in SECONDS_BUDGETS]:
+        grid, seconds = GRIDS[name], SECONDS_BUDGETS[name]
+        p_star = p_star_of(grid.problem)
+        target = TARGET_RELATIVE * p_star if p_star else None
+        stem = seconds_name(name)
+        print(
+            f"== {stem}: {len(MAIN)} main methods × {len(SECONDS_SEEDS)} seeds, "
+            f"{seconds:g} optimizer seconds each",
+            flush=True,
+        )
+        restored = unpack(stem, "paper")
+        if restored:
+            print(f"   {restored} runs restored from {pack_path(stem, 'paper').name}", flush=True)
+        t0 = time.time()
+        table = crfopt.compare(
+            grid.problem,
+            list(MAIN),
+            seeds=SECONDS_SEEDS,
+            budget=crfopt.Budget(passes=None, seconds=seconds, target_suboptimality=target),
+            checkpoints=list(SECONDS_CHECKPOINTS),
+            out=run_dir(stem, "paper"),
+            problem_params={grid.problem: grid.problem_params} if grid.problem_params else None,
+        )
+        failed = table[table["status"] == "failed"]["optimizer"].unique()
+        print(
+            f"   {table['run_id'].nunique()} runs in {time.time() - t0:.0f} s"
+            + (f"; failed: {', '.join(failed)}" if len(failed) else ""),
+            flush=True,
+        )
+        size = pack(stem, "paper")
+        print(f"   packed into {pack_path(stem, 'paper')} ({size / 1e6:.2f} MB)", flush=True)
 
 
 def _by_seeds(grid: Grid, scale: str, optimizers: list[str]) -> list[tuple[tuple, list[str]]]:
@@ -364,15 +419,19 @@ class IncompleteGrids(RuntimeError):
         self.missing = missing
         parts = []
         for name, runs in missing.items():
-            total = len(GRIDS[name].runs(scale))
+            grid = GRIDS.get(name)
+            total = len(grid.runs(scale)) if grid else len(MAIN) * len(SECONDS_SEEDS)
             shown = ", ".join(f"{o} seed {s}" for o, s in runs[:3])
             more = f", … ({len(runs) - 3} more)" if len(runs) > 3 else ""
             parts.append(f"{name}: {len(runs)} of {total} runs missing ({shown}{more})")
-        only = " ".join(missing)
+        grids = " ".join(n for n in missing if n in GRIDS)
+        timed = " ".join(n.removesuffix("-seconds") for n in missing if n not in GRIDS)
+        how = [f"`python reports/reproduce.py --only {grids}`"] if grids else []
+        how += [f"`python reports/reproduce.py --seconds --only {timed}`"] if timed else []
         super().__init__(
             "numbers.md and the figures not rewritten, the grids are incomplete — "
             + "; ".join(parts)
-            + f". Compute them with `python reports/reproduce.py --only {only}`, or pass "
+            + f". Compute them with {' and '.join(how)}, or pass "
             "--partial to draw what is there."
         )
 
@@ -416,7 +475,17 @@ def make_outputs(init_offset: bool = True, scale: str = "paper", partial: bool =
     ]
     frames: dict[str, pd.DataFrame] = {}
     loaded = {name: load(name, init_offset, scale) for name in GRIDS}
+    loaded_seconds = (
+        {name: load(seconds_name(name), init_offset) for name in SECONDS_BUDGETS}
+        if scale == "paper"
+        else {}
+    )
     missing = missing_runs(loaded, scale)
+    for name, sdf in loaded_seconds.items():
+        have = set(zip(sdf["optimizer"], sdf["seed"].astype(int))) if not sdf.empty else set()
+        lost = [(o, s) for o in MAIN for s in SECONDS_SEEDS if (o, s) not in have]
+        if lost:
+            missing[seconds_name(name)] = lost
     if missing and not partial:
         raise IncompleteGrids(missing, scale)
 
@@ -460,13 +529,34 @@ def make_outputs(init_offset: bool = True, scale: str = "paper", partial: bool =
             axes=("oracle_calls", "updates", "effective_passes"),
         )
         draw(df, main, f"{name}-test-error", f"{name}: test error (E8)", y="test_error")
-        draw(
-            df,
-            [*main, "lbfgs"],
-            f"{name}-seconds",
-            f"{name}: sub-optimality against optimizer seconds, runs one at a time",
-            axes=("time_s",),
-        )
+        sdf = loaded_seconds.get(name)
+        if sdf is None or sdf.empty:  # a problem without a seconds grid: its passes budget
+            draw(
+                df,
+                [*main, "lbfgs"],
+                f"{name}-seconds",
+                f"{name}: sub-optimality against optimizer seconds, runs one at a time "
+                f"({budget:g} passes each)",
+                axes=("time_s",),
+            )
+        else:
+            seconds = SECONDS_BUDGETS[name]
+            draw(
+                sdf,
+                [*main, "lbfgs"],
+                f"{name}-seconds",
+                f"{name}: sub-optimality against optimizer seconds, runs one at a time, "
+                f"each given {seconds:g} s (or stopped at 1e-8·P*)",
+                axes=("time_s",),
+            )
+            out += [
+                f"Seconds figure ({seconds:g} optimizer seconds each, or until P − P* ≤ "
+                f"{TARGET_RELATIVE:g}·P*; seeds {', '.join(map(str, SECONDS_SEEDS))}; "
+                f"`--seconds`): {where_lines(sdf, SECONDS_METHODS)[0]}",
+                "",
+                *seconds_lines(sdf, [*main, "lbfgs"], p_star_of(grid.problem) or 0.0, seconds),
+                "",
+            ]
         if name == "ocr":
             draw(
                 df,
@@ -568,6 +658,12 @@ def main(argv: list[str] | None = None) -> int:
         "seconds figures' runs always run one at a time, first",
     )
     ap.add_argument(
+        "--seconds",
+        action="store_true",
+        help="run only the seconds figures' grids (the main methods given the same seconds, "
+        "one at a time), then write the outputs",
+    )
+    ap.add_argument(
         "--partial",
         action="store_true",
         help="write numbers.md and the figures even when some grid lacks runs (a preview: "
@@ -585,7 +681,9 @@ def main(argv: list[str] | None = None) -> int:
         list_grids(names, args.scale)
         return 0
     os.environ.setdefault("CRFOPT_DATA", str(HERE.parent.parent / "shared" / "datasets"))
-    if not args.figures_only:
+    if args.seconds:
+        run_seconds(names)
+    elif not args.figures_only:
         run_grids(names, args.scale, args.jobs)
     try:
         make_outputs(args.init_offset, args.scale, args.partial)

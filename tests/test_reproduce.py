@@ -36,6 +36,7 @@ def rep(tmp_path, monkeypatch):
     monkeypatch.setattr(mod, "GRIDS", {"synthetic": grid})
     monkeypatch.setattr(mod, "SIZES", {"synthetic": (1000, 4, 3)})
     monkeypatch.setattr(mod, "QUICK_OPTIMIZERS", {"synthetic": 3})
+    monkeypatch.setattr(mod, "SECONDS_BUDGETS", {})  # no seconds grid unless a test says so
     return mod
 
 
@@ -222,3 +223,32 @@ def test_ablations_may_take_fewer_seeds_than_the_main_methods(rep, monkeypatch):
     assert rep.missing_runs({"synthetic": frame}, "paper") == {
         "synthetic": [("sg", 1), ("sg-nus", 1)]
     }
+
+
+def test_the_seconds_grid_gives_every_main_method_the_same_seconds(rep, tmp_path, monkeypatch):
+    """Issue 47 item 4: on the seconds axis no curve may stop where another goes on, so
+    the seconds figure has its own grid, every main method given the same seconds."""
+    monkeypatch.setattr(rep, "SECONDS_BUDGETS", {"synthetic": 0.5})
+    monkeypatch.setattr(rep, "SECONDS_SEEDS", (0, 1))
+    monkeypatch.setattr(rep, "MAIN", ("sdca", "sg"))
+    rep.run_grids(["synthetic"], "paper")
+    with pytest.raises(rep.IncompleteGrids) as err:  # the outputs wait for it too
+        rep.make_outputs()
+    assert set(err.value.missing) == {"synthetic-seconds"}
+    assert "--seconds --only synthetic" in str(err.value)
+
+    assert rep.main(["--seconds", "--only", "synthetic"]) == 0
+    assert rep.pack_path("synthetic-seconds", "paper").exists()
+    last = rep.load("synthetic-seconds").groupby("run_id").tail(1)
+    assert set(zip(last["optimizer"], last["seed"])) == {
+        (o, s) for o in ("sdca", "sg") for s in (0, 1)
+    }
+    # each ran until its seconds were spent or it reached 1e-8·P*, not for the passes
+    # grid's 2 passes (nor for the 10 passes a budget's default would have given)
+    target = last["status"] == "converged"
+    assert ((last["time_s"] >= 0.5) | target).all()
+    assert ((last["effective_passes"] > 10) | target).all() and not target.all()
+    numbers = (tmp_path / "numbers.md").read_text()
+    assert "Seconds figure (0.5 optimizer seconds each" in numbers
+    assert "| sdca |" in numbers and "s per effective pass" in numbers
+    assert (tmp_path / "figures" / "synthetic-seconds.png").exists()
