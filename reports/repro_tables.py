@@ -296,5 +296,6 @@ def seconds_lines(
         mine = last[last["optimizer"] == opt]
         per_pass = Spread.of(list(mine["time_s"] / mine["effective_passes"]))
         passes = Spread.of(list(mine["effective_passes"]))
-        out.append(f"| {opt} | " + " | ".join(cells) + f" | {fmt(per_pass)} | {fmt(passes)} |")
+        made = format_spread(passes, fmt=lambda x: f"{x:.0f}")
+        out.append(f"| {opt} | " + " | ".join(cells) + f" | {fmt(per_pass)} | {made} |")
     return out
