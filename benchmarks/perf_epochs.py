@@ -129,10 +129,10 @@ def pos_passes(args: argparse.Namespace) -> dict:
         "epochs": POS_PASS_EPOCHS,
         "problems": {},
     }
+    names = ";".join(POS_PASS_OPTIMIZERS + POS_PASS_VARIANTS)
     for name in problems_of(args, POS_PASS_PROBLEMS):
-        names = ";".join(POS_PASS_OPTIMIZERS + POS_PASS_VARIANTS)
-        cmd = [sys.executable, "-c", _PASS_CHILD, name, names]
-        done = subprocess.run([*cmd, str(POS_PASS_EPOCHS)], capture_output=True, text=True)
+        cmd = [sys.executable, "-c", _PASS_CHILD, name, names, str(POS_PASS_EPOCHS)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise SystemExit(f"pos-passes on {name}: the measuring process failed: {tail}")

@@ -181,15 +181,19 @@ def run_grids(names: list[str], scale: str, jobs: int = 1) -> None:
             print(f"   {how} (counted axes only): {', '.join(rest)}", flush=True)
             for seeds, group in _by_seeds(grid, scale, rest):
                 tables.append(crfopt.compare(grid.problem, group, seeds=seeds, **common, **shared))
-        table = pd.concat(tables, ignore_index=True)
-        failed = table[table["status"] == "failed"]["optimizer"].unique()
-        print(
-            f"   {table['run_id'].nunique()} runs in {time.time() - t0:.0f} s"
-            + (f"; failed: {', '.join(failed)}" if len(failed) else ""),
-            flush=True,
-        )
-        size = pack(name, scale)
-        print(f"   packed into {pack_path(name, scale)} ({size / 1e6:.2f} MB)", flush=True)
+        _summarize_and_pack(pd.concat(tables, ignore_index=True), name, scale, t0)
+
+
+def _summarize_and_pack(table: pd.DataFrame, name: str, scale: str, t0: float) -> None:
+    """Print a finished grid's run count, time and failures, then pack its runs."""
+    failed = table[table["status"] == "failed"]["optimizer"].unique()
+    print(
+        f"   {table['run_id'].nunique()} runs in {time.time() - t0:.0f} s"
+        + (f"; failed: {', '.join(failed)}" if len(failed) else ""),
+        flush=True,
+    )
+    size = pack(name, scale)
+    print(f"   packed into {pack_path(name, scale)} ({size / 1e6:.2f} MB)", flush=True)
 
 
 def seconds_name(name: str) -> str:
@@ -223,14 +227,7 @@ def run_seconds(names: list[str]) -> None:
             out=run_dir(stem, "paper"),
             problem_params={grid.problem: grid.problem_params} if grid.problem_params else None,
         )
-        failed = table[table["status"] == "failed"]["optimizer"].unique()
-        print(
-            f"   {table['run_id'].nunique()} runs in {time.time() - t0:.0f} s"
-            + (f"; failed: {', '.join(failed)}" if len(failed) else ""),
-            flush=True,
-        )
-        size = pack(stem, "paper")
-        print(f"   packed into {pack_path(stem, 'paper')} ({size / 1e6:.2f} MB)", flush=True)
+        _summarize_and_pack(table, stem, "paper", t0)
 
 
 def _by_seeds(grid: Grid, scale: str, optimizers: list[str]) -> list[tuple[tuple, list[str]]]:
