@@ -230,6 +230,7 @@ def train(
     sparse: bool = False,
     options: Iterable[str] = (),
     stop: Callable[[Iteration], bool] | None = None,
+    keep_model: bool = False,
     timeout: float | None = None,
     echo: Callable[[str], None] | None = None,
 ) -> TrainRun:
@@ -281,7 +282,10 @@ def train(
             run.iterations.append(it)
             if stop is not None and not run.stopped and stop(it):
                 run.stopped = True
-                proc.terminate()
+                if keep_model:
+                    proc.send_signal(signal.SIGINT)
+                else:
+                    proc.terminate()
         run.returncode = proc.wait()
     finally:
         if timer is not None:
