@@ -74,6 +74,45 @@ def wapiti_model(np_files):
     return model, run
 
 
+def _crfopt_weights(problem, rows):
+    """Wapiti's dumped weights in crfopt's layout: its bigram block is the '*'
+    observation's."""
+    w = problem.zeros()
+    blocks = problem.unpack(w)
+    column = {a: j for j, a in enumerate(problem.attribute_names)}
+    label = {name: k for k, name in enumerate(problem.label_names)}
+    for obs, prev, lab, value in rows:
+        if prev is None:
+            blocks.emission[label[lab], column[obs]] = value
+        else:
+            assert obs == "*"
+            blocks.transition[label[prev], label[lab]] = value
+    return w
+
+
+def test_a_run_stopped_with_its_model_kept_saves_that_iterations_weights(np_files, tmp_path):
+    """benchmarks/perf_wapiti.py's check stops Wapiti once n·P is close enough to n·P*:
+    interrupted as Ctrl-C does, Wapiti must save the weights of its last printed
+    iteration, so that crfopt's P at them is the objective Wapiti printed there."""
+    model = tmp_path / "np-stopped.wapiti"
+    run = wapiti.train(
+        np_files["train"],
+        model,
+        pattern=np_files["patterns"],
+        rho2=RHO2,
+        stop=lambda it: it.number == 10,
+        keep_model=True,
+    )
+    assert run.returncode == 0 and run.crashed is None, run.log[-2000:]
+    # Wapiti may finish an iteration or two before the signal lands: those are printed
+    # too, and the saved weights are the last printed iteration's
+    assert run.iterations[-1].number >= 10
+    problem = crfopt.load_problem(str(np_files["train"]), template=str(np_files["patterns"]))
+    at_theirs = Evaluator(problem).primal(_crfopt_weights(problem, wapiti.dump(model)))
+    printed = run.iterations[-1].objective
+    assert abs(problem.n * at_theirs - printed) <= 0.005 + 1e-9 * printed
+
+
 def test_the_full_pattern_file_is_refused_until_bigram_observations_exist(np_files):
     with pytest.raises(DataFormatError, match=r"nppattern.txt:14: .*bigram-observation"):
         crfopt.load_problem(str(np_files["train"]), template=str(np_files["full"]))
@@ -88,18 +127,7 @@ def test_same_features_and_objective_as_wapiti(np_files, wapiti_model):
     rows = wapiti.dump(model)
     unigrams = {obs for obs, prev, _, _ in rows if prev is None}
     assert unigrams == set(problem.attribute_names)
-    # Wapiti's weights in crfopt's layout: its bigram block is the '*' observation's
-    w = problem.zeros()
-    blocks = problem.unpack(w)
-    column = {a: j for j, a in enumerate(problem.attribute_names)}
-    label = {name: k for k, name in enumerate(problem.label_names)}
-    for obs, prev, lab, value in rows:
-        if prev is None:
-            blocks.emission[label[lab], column[obs]] = value
-        else:
-            assert obs == "*"
-            blocks.transition[label[prev], label[lab]] = value
-    at_theirs = Evaluator(problem).primal(w)
+    at_theirs = Evaluator(problem).primal(_crfopt_weights(problem, rows))
     # the same objective: Wapiti prints n·P with two decimals
     assert abs(problem.n * at_theirs - run.final_objective) <= 0.005 + 1e-9 * run.final_objective
     p_star = reference_optimum(problem).p_star
