@@ -240,11 +240,11 @@ def train(
     switched off (``--stopwin 0 --stopeps 0``): L-BFGS then stops where its gradient
     test or its line search says it has converged. ``stop(iteration)`` returning True
     ends the run there (the process is terminated); so does ``timeout`` (wall seconds).
-    With ``keep_model``, ``stop`` interrupts Wapiti as Ctrl-C does instead (SIGINT): it
-    drops the step under way, restores the last finished iteration's weights (lbfgs.c,
-    ``uit_stop``) and saves the model. That is the iteration ``stop`` saw or, when Wapiti
-    ran on before the signal landed, a later one, whose line is read too: the saved
-    weights are always those of the last iteration in ``iterations``.
+    With ``keep_model``, ``stop`` and ``timeout`` interrupt Wapiti as Ctrl-C does instead
+    (SIGINT): it drops the step under way, restores the last finished iteration's
+    weights (lbfgs.c, ``uit_stop``) and saves the model. That is the iteration ``stop``
+    saw or, when Wapiti ran on before the signal landed, a later one, whose line is read
+    too: the saved weights are always those of the last iteration in ``iterations``.
     ``echo`` sees every line Wapiti prints as it prints it.
     """
     cmd = [str(wapiti_binary()), "train", "-a", algorithm, "-1", repr(float(rho1))]
@@ -264,7 +264,10 @@ def train(
 
         def expire() -> None:
             run.timed_out = run.stopped = True
-            proc.terminate()
+            if keep_model:
+                proc.send_signal(signal.SIGINT)
+            else:
+                proc.terminate()
 
         timer = threading.Timer(timeout, expire)
         timer.start()

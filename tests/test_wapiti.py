@@ -90,23 +90,20 @@ def _crfopt_weights(problem, rows):
     return w
 
 
-def test_a_run_stopped_with_its_model_kept_saves_that_iterations_weights(np_files, tmp_path):
-    """benchmarks/perf_wapiti.py's check stops Wapiti once n·P is close enough to n·P*:
-    interrupted as Ctrl-C does, Wapiti must save the weights of its last printed
-    iteration, so that crfopt's P at them is the objective Wapiti printed there."""
+@pytest.mark.parametrize("how", ["stop", "timeout"])
+def test_a_run_stopped_with_its_model_kept_saves_that_iterations_weights(np_files, tmp_path, how):
+    """benchmarks/perf_wapiti.py's check stops Wapiti once n·P is close enough to n·P*,
+    or at its time cap: interrupted as Ctrl-C does, Wapiti must save the weights of its
+    last printed iteration, so that crfopt's P at them is the objective printed there."""
     model = tmp_path / "np-stopped.wapiti"
+    until = {"stop": lambda it: it.number == 10} if how == "stop" else {"timeout": 2.0}
     run = wapiti.train(
-        np_files["train"],
-        model,
-        pattern=np_files["patterns"],
-        rho2=RHO2,
-        stop=lambda it: it.number == 10,
-        keep_model=True,
+        np_files["train"], model, pattern=np_files["patterns"], rho2=RHO2, keep_model=True, **until
     )
     assert run.returncode == 0 and run.crashed is None, run.log[-2000:]
     # Wapiti may finish an iteration or two before the signal lands: those are printed
     # too, and the saved weights are the last printed iteration's
-    assert run.iterations[-1].number >= 10
+    assert run.iterations[-1].number >= (10 if how == "stop" else 1)
     problem = crfopt.load_problem(str(np_files["train"]), template=str(np_files["patterns"]))
     at_theirs = Evaluator(problem).primal(_crfopt_weights(problem, wapiti.dump(model)))
     printed = run.iterations[-1].objective
