@@ -50,6 +50,22 @@ def problems_of(args: argparse.Namespace, default: list[str]) -> list[str]:
     return [p for p in default if not args.problems or p in args.problems]
 
 
+def read_partial(path: Path) -> dict:
+    """What an interrupted section saved (``--resume``): {} when nothing readable is there."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def save_partial(path: Path, saved: dict) -> None:
+    """Save a section's finished cases at once, atomically: a crash loses one case."""
+    from crfopt.data.fileio import atomic_write
+
+    with atomic_write(path) as out:
+        out.write(json.dumps(saved).encode())
+
+
 def read_optional(path: Path) -> str | None:
     try:
         return path.read_text(encoding="utf-8").strip()

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import re
 import subprocess
@@ -37,11 +36,19 @@ import sys
 import time
 from pathlib import Path
 
-from harness import RESULTS, ROOT, git_tree, ok_mark, problems_of, skipped_note
+from harness import (
+    RESULTS,
+    ROOT,
+    git_tree,
+    ok_mark,
+    problems_of,
+    read_partial,
+    save_partial,
+    skipped_note,
+)
 
 import crfopt
 from crfopt.apps import auto as auto_rule
-from crfopt.data.fileio import atomic_write
 
 #: the built-in problems (``crfopt list``) and the user-file case
 AUTO_PROBLEMS = [
@@ -238,13 +245,6 @@ def write_table(cases: list[dict], path: Path = AUTO_MODULE) -> None:
 PARTIAL = RESULTS.with_name("auto-partial.json")
 
 
-def _read_partial() -> dict:
-    try:
-        return json.loads(PARTIAL.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
 def warm_up() -> None:
     """One-time costs of a process off the clock: each candidate's first run loads its
     kernels (seconds) and starts numba's thread pool, which the runner's own warm-up on
@@ -266,7 +266,7 @@ def auto(args: argparse.Namespace) -> dict:
     warm_up()
     # each case is saved as it ends: a crash or an interrupt loses one case, and
     # --resume takes the saved ones back (the run's tree is kept with each)
-    saved = _read_partial() if args.resume else {}
+    saved = read_partial(PARTIAL) if args.resume else {}
     cases, failed = [], {}
     for name in problems_of(args, AUTO_PROBLEMS):
         for l1 in (False, True):
@@ -285,8 +285,7 @@ def auto(args: argparse.Namespace) -> dict:
             case["tree"] = git_tree()
             cases.append(case)
             saved[key] = case
-            with atomic_write(PARTIAL) as out:
-                out.write(json.dumps(saved).encode())
+            save_partial(PARTIAL, saved)
     if not cases:
         return {"skipped": f"--problems names none of {', '.join(AUTO_PROBLEMS)}"}
     table = [measurement_of(c) for c in cases]

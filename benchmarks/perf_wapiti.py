@@ -19,13 +19,14 @@ from harness import (
     ok_mark,
     problems_of,
     progress_printer,
+    read_partial,
+    save_partial,
     skipped_note,
 )
 from perf_baselines import P3_PROBLEMS, _time_to_target
 from targets import RELATIVE_TARGET, WAPITI_TARGET
 
 import crfopt
-from crfopt.data.fileio import atomic_write
 
 #: Wapiti's training algorithms (``rprop`` is ``rprop+``: weight backtracking); ``-sparse``
 #: adds its sparse forward-backward (``-s``)
@@ -172,13 +173,6 @@ def _wapiti_converged(problem, data: Path, model: Path, p_star: float, cap: floa
 WAPITI_PARTIAL = RESULTS.with_name("wapiti-partial.json")
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-
-
 def _measure_problem(args: argparse.Namespace, name: str) -> dict[str, Any]:
     """One problem: CRFsuite's training, Wapiti's check, then on each thread count every
     Wapiti algorithm and crfopt's optimizers to P*(1 + 1e-4)."""
@@ -263,15 +257,14 @@ def wapiti(args: argparse.Namespace) -> dict:
         binary = wapiti_tool.wapiti_binary()
     except wapiti_tool.WapitiUnavailable as exc:
         return {"skipped": f"Wapiti unavailable: {exc}"}
-    earlier = _read_json(RESULTS).get("wapiti", {}).get("problems", {})
-    saved = _read_json(WAPITI_PARTIAL) if args.resume else {}
+    earlier = read_partial(RESULTS).get("wapiti", {}).get("problems", {})
+    saved = read_partial(WAPITI_PARTIAL) if args.resume else {}
     for name in problems_of(args, P3_PROBLEMS):
         if name in saved:
             print(f"  {name}: taken back from {WAPITI_PARTIAL}", flush=True)
             continue
         saved[name] = _measure_problem(args, name)
-        with atomic_write(WAPITI_PARTIAL) as f:
-            f.write(json.dumps(saved).encode())
+        save_partial(WAPITI_PARTIAL, saved)
     merged = {**{n: e for n, e in earlier.items() if "skipped" not in e}, **saved}
     WAPITI_PARTIAL.unlink(missing_ok=True)
     order = [n for n in P3_PROBLEMS if n in merged] + [n for n in merged if n not in P3_PROBLEMS]
